@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of dq against its peers (oneDNN, ONNX Runtime, NumPy).
+# Run from the repo root:   bash benches/peers/run.sh [peers.py options]
+# Every step is idempotent: a second run skips what is already in place.
+# Results: benches/peers/out/results.json, out/chart.png, and a markdown table on stdout.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+VENV="$HERE/.venv"
+BUILD="$HERE/build"
+PY="${PYTHON:-python3}"
+
+# Pinned peers (PEERS.md). intel-cmplr-lib-ur is only used for one file, see below.
+PACKAGES="onednn==2026.1.0 onednn-devel==2026.1.0 tbb-devel==2023.2.0 onnxruntime numpy ml-dtypes onnx matplotlib"
+UR_WHEEL="intel-cmplr-lib-ur==2026.1.0"
+
+log() { echo "[peers] $*" >&2; }
+
+setup_venv() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating virtualenv $VENV"
+        "$PY" -m venv "$VENV"
+    fi
+    local stamp="$VENV/.peers-installed"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$PACKAGES" ]; then
+        log "installing peers: $PACKAGES"
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check $PACKAGES
+        echo "$PACKAGES" > "$stamp"
+    fi
+}
+
+# onednn 2026.1.0 pulls intel-cmplr-lib-ur 2026.2.0, which lacks the OpenCL adapter;
+# without it SYCL finds no CPU device. Take that one library from the 2026.1.0 wheel
+# (same UR interface version).
+fix_ur_adapter() {
+    [ -e "$VENV/lib/libur_adapter_opencl.so.0" ] && return 0
+    log "adding libur_adapter_opencl.so from $UR_WHEEL"
+    mkdir -p "$BUILD/wheels"
+    "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps "$UR_WHEEL" -d "$BUILD/wheels"
+    "$VENV/bin/python" - "$BUILD/wheels" "$VENV/lib" <<'EOF'
+import glob, os, sys, zipfile
+wheels, lib = sys.argv[1], sys.argv[2]
+whl = sorted(glob.glob(os.path.join(wheels, "intel_cmplr_lib_ur-2026.1.0-*.whl")))[-1]
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        if os.path.basename(name).startswith("libur_adapter_opencl.so"):
+            with open(os.path.join(lib, os.path.basename(name)), "wb") as f:
+                f.write(z.read(name))
+EOF
+}
+
+build_driver() {
+    local src="$HERE/onednn_driver.cpp" bin="$BUILD/onednn_driver"
+    mkdir -p "$BUILD"
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
+        log "compiling $bin"
+        # --disable-new-dtags makes it an RPATH (not RUNPATH), so libdnnl's own
+        # dependencies also resolve from the venv's lib.
+        g++ -O2 -std=c++17 -o "$bin" "$src" -I"$VENV/include" -L"$VENV/lib" \
+            -ldnnl -ltbb -Wl,--disable-new-dtags,-rpath,"$VENV/lib"
+    fi
+}
+
+build_dq() {
+    log "building dq (cargo build --release -p dq)"
+    if ! (cd "$ROOT" && cargo build --release -p dq >&2); then
+        log "dq build failed: continuing without dq"
+    fi
+}
+
+setup_venv
+fix_ur_adapter
+build_driver
+build_dq
+
+# Runtime environment for the oneDNN driver (SYCL CPU device through Intel's OpenCL CPU runtime).
+export OCL_ICD_FILENAMES="$VENV/lib/libintelocl.so"
+export LD_LIBRARY_PATH="$VENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+cd "$ROOT"
+exec "$VENV/bin/python" "$HERE/peers.py" --driver "$BUILD/onednn_driver" --dq "$ROOT/target/release/dq" "$@"

@@ -1,0 +1,226 @@
+//! The element formula as data: an SSA list of [`Node`]s that every backend evaluates
+//! with the same typing and rounding.
+//!
+//! Typing (fixed, and the one `#[dequant_kernel]` documents):
+//! - `q` (src value) and `z` (zero point, 0 when absent) are integers; `q - z` and
+//!   `z - q` are exact integer differences ([`Node::IntSub`]).
+//! - An integer meeting a float operation is first rounded to the working float type,
+//!   nearest-even ([`Node::Float`]).
+//! - Float operations work in f32 (f64 for f64 dst) with IEEE semantics, no fusion.
+//!   Literals are rounded to the working type. `min`/`max` return the first operand
+//!   if it is NaN, else the second if it is NaN; `max(-0, +0) = +0`, `min(-0, +0) = -0`.
+//! - The result is rounded once, nearest-even, to the dst type; a NaN result is quieted.
+
+/// One operation of a formula. Operands index earlier nodes of the same list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// The src value (integer).
+    Q,
+    /// The zero point (integer; 0 when absent).
+    Z,
+    /// The scale (float).
+    S,
+    /// Exact integer difference of two integer nodes.
+    IntSub(u16, u16),
+    /// An integer node rounded to the working float type.
+    Float(u16),
+    /// A float literal, as `f64` bits (rounded to the working type when used).
+    Lit(u64),
+    /// `-a` (sign flip).
+    Neg(u16),
+    /// `|a|` (sign clear).
+    Abs(u16),
+    /// `a + b`.
+    Add(u16, u16),
+    /// `a - b`.
+    Sub(u16, u16),
+    /// `a * b`.
+    Mul(u16, u16),
+    /// `min(a, b)`, NaN rules in the module docs.
+    Min(u16, u16),
+    /// `max(a, b)`, NaN rules in the module docs.
+    Max(u16, u16),
+}
+
+/// A formula: its name and its nodes; the last node is the result (a float node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FormulaIr {
+    /// The kernel's name (the function name in the DSL).
+    pub name: &'static str,
+    /// SSA nodes in evaluation order.
+    pub nodes: &'static [Node],
+}
+
+/// The spec's formula, `(q - z) * s` (SPEC section 5).
+pub const STANDARD: FormulaIr = FormulaIr {
+    name: "dequantize",
+    nodes: &[
+        Node::Q,
+        Node::Z,
+        Node::IntSub(0, 1),
+        Node::Float(2),
+        Node::S,
+        Node::Mul(3, 4),
+    ],
+};
+
+/// A float type a formula can work in.
+pub trait WorkFloat: Copy + PartialOrd + core::ops::Neg<Output = Self> {
+    /// Rounds an exact integer, nearest-even.
+    fn from_int(v: i128) -> Self;
+    /// Rounds a literal, nearest-even.
+    fn from_lit(v: f64) -> Self;
+    /// `|self|` by clearing the sign bit.
+    fn abs(self) -> Self;
+    /// `self + b`.
+    fn add(self, b: Self) -> Self;
+    /// `self - b`.
+    fn sub(self, b: Self) -> Self;
+    /// `self * b`.
+    fn mul(self, b: Self) -> Self;
+    /// True for NaN.
+    fn is_nan(self) -> bool;
+    /// True for a negative sign bit.
+    fn is_neg(self) -> bool;
+}
+
+macro_rules! work_float {
+    ($t:ty) => {
+        impl WorkFloat for $t {
+            #[inline(always)]
+            fn from_int(v: i128) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_lit(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn add(self, b: Self) -> Self {
+                self + b
+            }
+            #[inline(always)]
+            fn sub(self, b: Self) -> Self {
+                self - b
+            }
+            #[inline(always)]
+            fn mul(self, b: Self) -> Self {
+                self * b
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn is_neg(self) -> bool {
+                self.is_sign_negative()
+            }
+        }
+    };
+}
+work_float!(f32);
+work_float!(f64);
+
+/// `max` with the NaN and signed-zero rules of the module docs.
+#[inline(always)]
+pub fn max<F: WorkFloat>(a: F, b: F) -> F {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if a > b || (a == b && b.is_neg()) {
+        a
+    } else {
+        b
+    }
+}
+
+/// `min` with the NaN and signed-zero rules of the module docs.
+#[inline(always)]
+pub fn min<F: WorkFloat>(a: F, b: F) -> F {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if a < b || (a == b && a.is_neg()) {
+        a
+    } else {
+        b
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Val<F> {
+    Int(i128),
+    Float(F),
+}
+
+impl FormulaIr {
+    /// Evaluates the formula for one element (the interpreter the reference uses).
+    ///
+    /// # Panics
+    /// On a malformed IR (an operand index not before its node, a type mismatch);
+    /// IR from `#[dequant_kernel]` is checked at compile time.
+    pub fn eval<F: WorkFloat>(&self, q: i64, z: i64, s: F) -> F {
+        let mut vals: Vec<Val<F>> = Vec::with_capacity(self.nodes.len());
+        let int = |v: &[Val<F>], i: u16| match v[i as usize] {
+            Val::Int(x) => x,
+            Val::Float(_) => panic!("formula IR: node {i} is not an integer"),
+        };
+        let fl = |v: &[Val<F>], i: u16| match v[i as usize] {
+            Val::Float(x) => x,
+            Val::Int(_) => panic!("formula IR: node {i} is not a float"),
+        };
+        for node in self.nodes {
+            let v = match *node {
+                Node::Q => Val::Int(q as i128),
+                Node::Z => Val::Int(z as i128),
+                Node::S => Val::Float(s),
+                Node::IntSub(a, b) => Val::Int(int(&vals, a) - int(&vals, b)),
+                Node::Float(a) => Val::Float(F::from_int(int(&vals, a))),
+                Node::Lit(bits) => Val::Float(F::from_lit(f64::from_bits(bits))),
+                Node::Neg(a) => Val::Float(-fl(&vals, a)),
+                Node::Abs(a) => Val::Float(fl(&vals, a).abs()),
+                Node::Add(a, b) => Val::Float(fl(&vals, a).add(fl(&vals, b))),
+                Node::Sub(a, b) => Val::Float(fl(&vals, a).sub(fl(&vals, b))),
+                Node::Mul(a, b) => Val::Float(fl(&vals, a).mul(fl(&vals, b))),
+                Node::Min(a, b) => Val::Float(min(fl(&vals, a), fl(&vals, b))),
+                Node::Max(a, b) => Val::Float(max(fl(&vals, a), fl(&vals, b))),
+            };
+            vals.push(v);
+        }
+        match vals.last() {
+            Some(Val::Float(y)) => *y,
+            _ => panic!("formula IR `{}` does not end in a float node", self.name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_is_exact_difference_then_one_multiply() {
+        assert_eq!(STANDARD.eval(20u8 as i64, 10, 0.1f32), 10.0f32 * 0.1);
+        // i32::MIN zero point: the difference leaves the i32 range and is rounded once.
+        let y = STANDARD.eval(127, i32::MIN as i64, 1.0f32);
+        assert_eq!(y, (127i64 - i32::MIN as i64) as f32);
+        assert!(STANDARD.eval(3, 3, -1.0f32).is_sign_negative());
+    }
+
+    #[test]
+    fn min_max_nan_and_zero_rules() {
+        assert_eq!(max(-0.0f32, 0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(max(0.0f32, -0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(min(0.0f32, -0.0).to_bits(), (-0.0f32).to_bits());
+        assert!(max(f32::NAN, 1.0).is_nan());
+        assert!(max(1.0, f32::NAN).is_nan());
+        assert_eq!(max(1.0f32, 2.0), 2.0);
+        assert_eq!(min(1.0f32, 2.0), 1.0);
+    }
+}

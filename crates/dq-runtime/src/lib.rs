@@ -1,0 +1,39 @@
+//! dq-runtime: dtypes, tensor views, op descriptors, validation, the canonical group
+//! map, the scalar reference, and the execution layer that backends plug into.
+//!
+//! ```
+//! use dq_runtime::{DynamicDequantize, Plan, Reference, Tensor, TensorMut};
+//! // u8 [0, 10, 20, 30], zero point 10, scale 0.1, per tensor.
+//! let src = Tensor::from_slice(&[0u8, 10, 20, 30], &[4]);
+//! let scales = Tensor::from_slice(&[0.1f32], &[1]);
+//! let zps = Tensor::from_slice(&[10u8], &[1]);
+//! let mut out = [0f32; 4];
+//! let mut dst = TensorMut::from_slice(&mut out, &[4]);
+//! let op = DynamicDequantize::per_tensor().into();
+//! let plan = Plan::new(&op, &src.desc, Some(&scales.desc), Some(&zps.desc), &dst.desc)?;
+//! plan.bind(&src, Some(&scales), Some(&zps), &mut dst)?.run(&Reference::default())?;
+//! assert_eq!(out, [-10.0 * 0.1, 0.0, 10.0 * 0.1, 20.0 * 0.1]);
+//! # Ok::<(), dq_runtime::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod backend;
+pub mod convert;
+pub mod dtype;
+pub mod error;
+pub mod exec;
+pub mod formula;
+pub mod op;
+pub mod plan;
+pub mod reference;
+pub mod tensor;
+
+pub use backend::{Backend, Backends};
+pub use dtype::DType;
+pub use error::{Error, Result, Role};
+pub use exec::{Job, Kernel};
+pub use formula::{FormulaIr, Node, STANDARD};
+pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
+pub use plan::{Loop, Plan};
+pub use reference::Reference;
+pub use tensor::{Element, Tensor, TensorDesc, TensorMut};

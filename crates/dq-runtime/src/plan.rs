@@ -1,0 +1,729 @@
+//! Validation: an op and tensor descriptors become a [`Plan`] (SPEC sections 3, 4 and 6).
+//!
+//! The plan holds the canonical group map (`g[d]` per src dimension) and a collapsed
+//! loop nest that every backend may use. Buffers are checked later, by
+//! [`Plan::bind`](crate::Plan::bind).
+
+use crate::dtype::DType;
+use crate::error::{Error, Result, Role};
+use crate::op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
+use crate::tensor::TensorDesc;
+
+/// One level of the collapsed loop nest, outermost first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Loop {
+    /// Trip count (>= 2 unless the whole tensor has one element).
+    pub len: usize,
+    /// Src stride in elements (nibbles for 4-bit).
+    pub src_stride: usize,
+    /// Dst stride in elements.
+    pub dst_stride: usize,
+    /// Group size along this loop: the scale index advances every `group` steps;
+    /// `group >= len` means one scale for the whole loop.
+    pub group: usize,
+    /// Scale-index step per group.
+    pub scale_stride: usize,
+}
+
+impl Loop {
+    /// True when one scale covers the whole loop.
+    pub fn is_constant(&self) -> bool {
+        self.group >= self.len
+    }
+}
+
+/// Static op parameters owned by the plan (they are attributes, not tensors).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct StaticParams {
+    scales: Vec<u8>,
+    zps: Option<Vec<u8>>,
+}
+
+/// A validated operation: dtypes, shapes, group map and loop nest.
+///
+/// Build one with [`Plan::new`]; run it with [`Plan::bind`] and a backend.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    op: OpKind,
+    src: TensorDesc,
+    dst: TensorDesc,
+    scales: TensorDesc,
+    zps: Option<TensorDesc>,
+    zps_broadcast: bool,
+    groups: Vec<usize>,
+    scale_shape: Vec<usize>,
+    numel: usize,
+    src_strides: Vec<usize>,
+    dst_strides: Vec<usize>,
+    loops: Vec<Loop>,
+    params: Option<StaticParams>,
+}
+
+const DYN_SRC: &str = "s8, u8, s4, u4";
+const DYN_DST: &str = "f32, f16, bf16";
+
+impl Plan {
+    /// Validates `op` with the descriptors of its tensors.
+    ///
+    /// For the static [`Dequantize`] the scales and zero points are attributes:
+    /// pass `None` for both.
+    ///
+    /// # Errors
+    /// The [`Error`] variant of the first rule violated (SPEC sections 4 and 6).
+    ///
+    /// # Examples
+    /// ```
+    /// use dq_runtime::{DType, DynamicDequantize, Plan, TensorDesc};
+    /// let src = TensorDesc::new(DType::U4, &[4, 256]);
+    /// let scales = TensorDesc::new(DType::BF16, &[4, 2]);
+    /// let dst = TensorDesc::new(DType::BF16, &[4, 256]);
+    /// let plan = Plan::new(&DynamicDequantize::per_group(vec![1, 128]).into(), &src, Some(&scales), None, &dst)?;
+    /// assert_eq!(plan.groups(), [1, 128]);
+    /// # Ok::<(), dq_runtime::Error>(())
+    /// ```
+    pub fn new(
+        op: &Op,
+        src: &TensorDesc,
+        scales: Option<&TensorDesc>,
+        zps: Option<&TensorDesc>,
+        dst: &TensorDesc,
+    ) -> Result<Plan> {
+        if dst.shape != src.shape {
+            return Err(Error::DstShape {
+                expected: src.shape.clone(),
+                got: dst.shape.clone(),
+            });
+        }
+        let p = match op {
+            Op::Dequantize(o) => Self::check_static(o, src, scales, zps, dst)?,
+            Op::Dynamic(o) => Self::check_dynamic(o, src, scales, zps, dst)?,
+            Op::Axes(o) => Self::check_axes(o, src, scales, zps, dst)?,
+        };
+        p.finish(op.kind(), src, dst)
+    }
+
+    fn check_static(
+        o: &Dequantize,
+        src: &TensorDesc,
+        scales: Option<&TensorDesc>,
+        zps: Option<&TensorDesc>,
+        dst: &TensorDesc,
+    ) -> Result<Partial> {
+        let op = OpKind::Dequantize;
+        check_dtype(op, src.dtype, &[DType::S8, DType::U8], "s8, u8", true)?;
+        check_dtype(op, dst.dtype, &[DType::F32], "f32", false)?;
+        if scales.is_some() {
+            return Err(not_allowed(op, "scales input", None));
+        }
+        if zps.is_some() {
+            return Err(not_allowed(op, "zps input", None));
+        }
+        if o.group_shape.is_some() {
+            return Err(not_allowed(op, "group_shape", Some(o.qtype)));
+        }
+        let rank = src.shape.len();
+        let groups = match o.qtype {
+            Qtype::PerTensor => per_tensor_groups(&src.shape),
+            Qtype::PerChannel => per_channel_groups(&src.shape, o.axis)?,
+            Qtype::PerGroup => return Err(Error::QtypeNotAllowed { op, qtype: o.qtype }),
+        };
+        let expected = match o.qtype {
+            Qtype::PerChannel => src.shape[normalize_axis(o.axis, rank)?],
+            _ => 1,
+        };
+        if o.scales.len() != expected {
+            return Err(Error::ScalesCount {
+                op,
+                qtype: o.qtype,
+                expected,
+                got: o.scales.len(),
+            });
+        }
+        let zps = match &o.zps {
+            None => None,
+            Some(z) if z.len() != expected => {
+                return Err(Error::ZpsCount {
+                    op,
+                    expected,
+                    got: z.len(),
+                });
+            }
+            Some(z) => Some(static_zps(z)),
+        };
+        let n = o.scales.len();
+        Ok(Partial {
+            groups,
+            scales: TensorDesc::new(DType::F32, &[n]),
+            zps: zps.as_ref().map(|(d, _)| TensorDesc::new(*d, &[n])),
+            zps_broadcast: false,
+            params: Some(StaticParams {
+                scales: o.scales.iter().flat_map(|s| s.to_le_bytes()).collect(),
+                zps: zps.map(|(_, b)| b),
+            }),
+        })
+    }
+
+    fn check_dynamic(
+        o: &DynamicDequantize,
+        src: &TensorDesc,
+        scales: Option<&TensorDesc>,
+        zps: Option<&TensorDesc>,
+        dst: &TensorDesc,
+    ) -> Result<Partial> {
+        let op = OpKind::Dynamic;
+        let src_ok = [DType::S8, DType::U8, DType::S4, DType::U4];
+        check_dtype(op, src.dtype, &src_ok, DYN_SRC, true)?;
+        let dst_ok = [DType::F32, DType::F16, DType::BF16];
+        check_dtype(op, dst.dtype, &dst_ok, DYN_DST, false)?;
+        let scales = scales.ok_or(Error::MissingAttr {
+            op,
+            attr: "scales",
+            qtype: None,
+        })?;
+        check_scales_dtype(scales, dst.dtype)?;
+        if let Some(z) = zps {
+            let zps_ok = [DType::S4, DType::U4, DType::S8, DType::U8, DType::S32];
+            if !zps_ok.contains(&z.dtype) {
+                return Err(Error::ZpsDType {
+                    op,
+                    expected: "one of s4, u4, s8, u8, s32".into(),
+                    got: z.dtype,
+                });
+            }
+        }
+        let (groups, granularity) = match o.qtype {
+            Qtype::PerTensor | Qtype::PerChannel if o.group_shape.is_some() => {
+                return Err(not_allowed(op, "group_shape", Some(o.qtype)));
+            }
+            Qtype::PerTensor => (per_tensor_groups(&src.shape), "per_tensor".to_string()),
+            Qtype::PerChannel => (
+                per_channel_groups(&src.shape, o.axis)?,
+                format!("per_channel on axis {}", o.axis),
+            ),
+            Qtype::PerGroup => {
+                let g = o.group_shape.as_ref().ok_or(Error::MissingAttr {
+                    op,
+                    attr: "group_shape",
+                    qtype: Some(Qtype::PerGroup),
+                })?;
+                (per_group_groups(&src.shape, g)?, format!("per_group {g:?}"))
+            }
+        };
+        let canonical = scale_shape(&src.shape, &groups);
+        check_scales_shape(o.qtype, o.axis, scales, &canonical, &granularity)?;
+        let zps_broadcast = match zps {
+            Some(z) => check_zps_shape(z, scales, &granularity, true)?,
+            None => false,
+        };
+        Ok(Partial {
+            groups,
+            scales: scales.clone(),
+            zps: zps.cloned(),
+            zps_broadcast,
+            params: None,
+        })
+    }
+
+    fn check_axes(
+        o: &AxesDequantize,
+        src: &TensorDesc,
+        scales: Option<&TensorDesc>,
+        zps: Option<&TensorDesc>,
+        dst: &TensorDesc,
+    ) -> Result<Partial> {
+        let op = OpKind::Axes;
+        let src_ok = [DType::S8, DType::U8, DType::S32];
+        check_dtype(op, src.dtype, &src_ok, "s8, u8, s32", true)?;
+        let dst_ok = [DType::F16, DType::BF16, DType::F32, DType::F64];
+        check_dtype(op, dst.dtype, &dst_ok, "f16, bf16, f32, f64", false)?;
+        let scales = scales.ok_or(Error::MissingAttr {
+            op,
+            attr: "scales",
+            qtype: None,
+        })?;
+        check_scales_dtype(scales, dst.dtype)?;
+        let zps = zps.ok_or(Error::MissingAttr {
+            op,
+            attr: "zps",
+            qtype: None,
+        })?;
+        if zps.dtype != src.dtype {
+            return Err(Error::ZpsDType {
+                op,
+                expected: format!("{} (the src dtype)", src.dtype),
+                got: zps.dtype,
+            });
+        }
+        let rank = src.shape.len();
+        let mut groups = per_tensor_groups(&src.shape);
+        let mut seen = vec![false; rank];
+        for &a in &o.axes {
+            if a < 0 || a as u64 >= rank as u64 {
+                return Err(Error::AxesOutOfRange { axis: a, rank });
+            }
+            if std::mem::replace(&mut seen[a as usize], true) {
+                return Err(Error::DuplicateAxis { axis: a });
+            }
+            groups[a as usize] = 1;
+        }
+        let expected: Vec<usize> = (0..rank)
+            .filter(|&d| seen[d])
+            .map(|d| src.shape[d])
+            .collect();
+        let granularity = format!("axes {:?}", o.axes);
+        check_param_shape(Role::Scales, scales, &expected, &granularity)?;
+        check_zps_shape(zps, scales, &granularity, false)?;
+        Ok(Partial {
+            groups,
+            scales: scales.clone(),
+            zps: Some(zps.clone()),
+            zps_broadcast: false,
+            params: None,
+        })
+    }
+}
+
+/// What the op-specific checks produce.
+struct Partial {
+    groups: Vec<usize>,
+    scales: TensorDesc,
+    zps: Option<TensorDesc>,
+    zps_broadcast: bool,
+    params: Option<StaticParams>,
+}
+
+impl Partial {
+    /// Checks layouts and sizes and builds the loop nest.
+    fn finish(self, op: OpKind, src: &TensorDesc, dst: &TensorDesc) -> Result<Plan> {
+        src.required_bytes(Role::Src)?;
+        dst.required_bytes(Role::Dst)?;
+        for (role, t) in [
+            (Role::Scales, Some(&self.scales)),
+            (Role::Zps, self.zps.as_ref()),
+        ] {
+            if let Some(t) = t {
+                if !t.is_dense() {
+                    return Err(Error::NotDense { role });
+                }
+                t.required_bytes(role)?;
+            }
+        }
+        let numel = src.numel().ok_or_else(|| Error::Overflow {
+            role: Role::Src,
+            shape: src.shape.clone(),
+        })?;
+        let src_strides = src.strides_or_dense();
+        let dst_strides = dst.strides_or_dense();
+        if numel > 0 && overlaps(&dst.shape, &dst_strides) {
+            return Err(Error::OverlappingDst {
+                shape: dst.shape.clone(),
+                strides: dst_strides,
+            });
+        }
+        let scale_shape = scale_shape(&src.shape, &self.groups);
+        let loops = if numel == 0 {
+            Vec::new()
+        } else {
+            collapse(
+                &src.shape,
+                &src_strides,
+                &dst_strides,
+                &self.groups,
+                &scale_shape,
+            )
+        };
+        Ok(Plan {
+            op,
+            src: src.clone(),
+            dst: dst.clone(),
+            scales: self.scales,
+            zps: self.zps,
+            zps_broadcast: self.zps_broadcast,
+            groups: self.groups,
+            scale_shape,
+            numel,
+            src_strides,
+            dst_strides,
+            loops,
+            params: self.params,
+        })
+    }
+}
+
+impl Plan {
+    /// The operation validated.
+    pub fn op(&self) -> OpKind {
+        self.op
+    }
+    /// Src descriptor.
+    pub fn src(&self) -> &TensorDesc {
+        &self.src
+    }
+    /// Dst descriptor.
+    pub fn dst(&self) -> &TensorDesc {
+        &self.dst
+    }
+    /// Scales descriptor (for the static op: f32 `[n]`, owned by the plan).
+    pub fn scales(&self) -> &TensorDesc {
+        &self.scales
+    }
+    /// Zero-point descriptor, `None` when symmetric. The static op's s64 attribute
+    /// list is held as s32 when every value fits, s64 otherwise.
+    pub fn zps(&self) -> Option<&TensorDesc> {
+        self.zps.as_ref()
+    }
+    /// True when a single zero point applies to every element.
+    pub fn zps_broadcast(&self) -> bool {
+        self.zps_broadcast
+    }
+    /// The group size `g[d]` of every src dimension (SPEC section 3).
+    pub fn groups(&self) -> &[usize] {
+        &self.groups
+    }
+    /// The canonical scale shape `ceil(D[d] / g[d])`, same rank as src.
+    pub fn scale_shape(&self) -> &[usize] {
+        &self.scale_shape
+    }
+    /// Number of elements of src and dst.
+    pub fn numel(&self) -> usize {
+        self.numel
+    }
+    /// Src strides in elements (dense ones filled in).
+    pub fn src_strides(&self) -> &[usize] {
+        &self.src_strides
+    }
+    /// Dst strides in elements (dense ones filled in).
+    pub fn dst_strides(&self) -> &[usize] {
+        &self.dst_strides
+    }
+    /// The collapsed loop nest, outermost first. It visits elements in the
+    /// row-major order of the src shape, so a flat range of logical indices is a
+    /// range of iterations. Empty when there are no elements.
+    pub fn loops(&self) -> &[Loop] {
+        &self.loops
+    }
+    /// The static op's scales and zero points as little-endian bytes.
+    pub fn static_params(&self) -> Option<(&[u8], Option<&[u8]>)> {
+        self.params
+            .as_ref()
+            .map(|p| (p.scales.as_slice(), p.zps.as_deref()))
+    }
+    /// The dtype triple that selects a kernel: (src, zps or `None`, dst).
+    pub fn kernel_key(&self) -> (DType, Option<DType>, DType) {
+        (
+            self.src.dtype,
+            self.zps.as_ref().map(|z| z.dtype),
+            self.dst.dtype,
+        )
+    }
+}
+
+fn check_dtype(
+    op: OpKind,
+    got: DType,
+    ok: &[DType],
+    expected: &'static str,
+    src: bool,
+) -> Result<()> {
+    if ok.contains(&got) {
+        Ok(())
+    } else if src {
+        Err(Error::SrcDType { op, expected, got })
+    } else {
+        Err(Error::DstDType { op, expected, got })
+    }
+}
+
+fn check_scales_dtype(scales: &TensorDesc, dst: DType) -> Result<()> {
+    if scales.dtype == dst {
+        Ok(())
+    } else {
+        Err(Error::ScalesDType {
+            expected: dst,
+            got: scales.dtype,
+        })
+    }
+}
+
+fn not_allowed(op: OpKind, attr: &'static str, qtype: Option<Qtype>) -> Error {
+    Error::AttrNotAllowed { op, attr, qtype }
+}
+
+/// `axis` in `[-rank, rank - 1]` to `0..rank`.
+pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(Error::AxisOutOfRange { axis, rank });
+    }
+    Ok(if axis < 0 { axis + r } else { axis } as usize)
+}
+
+fn per_tensor_groups(shape: &[usize]) -> Vec<usize> {
+    shape.iter().map(|&d| d.max(1)).collect()
+}
+
+fn per_channel_groups(shape: &[usize], axis: i64) -> Result<Vec<usize>> {
+    let a = normalize_axis(axis, shape.len())?;
+    let mut g = per_tensor_groups(shape);
+    g[a] = 1;
+    Ok(g)
+}
+
+fn per_group_groups(shape: &[usize], group_shape: &[i64]) -> Result<Vec<usize>> {
+    if group_shape.len() != shape.len() {
+        return Err(Error::GroupShapeRank {
+            expected: shape.len(),
+            got: group_shape.len(),
+        });
+    }
+    group_shape
+        .iter()
+        .enumerate()
+        .map(|(dim, &g)| {
+            usize::try_from(g)
+                .ok()
+                .filter(|&g| g >= 1)
+                .ok_or(Error::GroupShapeEntry { dim, got: g })
+        })
+        .collect()
+}
+
+/// `ceil(D[d] / g[d])` per dimension.
+fn scale_shape(shape: &[usize], groups: &[usize]) -> Vec<usize> {
+    shape
+        .iter()
+        .zip(groups)
+        .map(|(&d, &g)| d.div_ceil(g))
+        .collect()
+}
+
+/// Converts the static op's s64 zero points to s32 bytes when all fit, else s64 bytes.
+fn static_zps(z: &[i64]) -> (DType, Vec<u8>) {
+    if z.iter().all(|&v| i32::try_from(v).is_ok()) {
+        (
+            DType::S32,
+            z.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect(),
+        )
+    } else {
+        (DType::S64, z.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+}
+
+fn check_scales_shape(
+    qtype: Qtype,
+    axis: i64,
+    scales: &TensorDesc,
+    canonical: &[usize],
+    granularity: &str,
+) -> Result<()> {
+    match qtype {
+        Qtype::PerTensor => {
+            if scales.shape.is_empty() || scales.shape == [1] {
+                Ok(())
+            } else {
+                Err(shape_error(Role::Scales, granularity, &[1], &scales.shape))
+            }
+        }
+        Qtype::PerChannel => {
+            let a = normalize_axis(axis, canonical.len())?;
+            check_param_shape(Role::Scales, scales, &[canonical[a]], granularity)
+        }
+        Qtype::PerGroup => check_param_shape(Role::Scales, scales, canonical, granularity),
+    }
+}
+
+fn check_param_shape(
+    role: Role,
+    t: &TensorDesc,
+    expected: &[usize],
+    granularity: &str,
+) -> Result<()> {
+    if t.shape == expected {
+        Ok(())
+    } else {
+        Err(shape_error(role, granularity, expected, &t.shape))
+    }
+}
+
+/// Zps must have the scales' shape, or (when `allow_one`) exactly one element.
+/// Returns whether the zero point is broadcast.
+fn check_zps_shape(
+    z: &TensorDesc,
+    scales: &TensorDesc,
+    granularity: &str,
+    allow_one: bool,
+) -> Result<bool> {
+    if z.shape == scales.shape {
+        return Ok(false);
+    }
+    if allow_one && z.numel() == Some(1) {
+        return Ok(true);
+    }
+    Err(shape_error(Role::Zps, granularity, &scales.shape, &z.shape))
+}
+
+fn shape_error(role: Role, granularity: &str, expected: &[usize], got: &[usize]) -> Error {
+    let dim = (expected.len() == got.len())
+        .then(|| (0..got.len()).find(|&d| expected[d] != got[d]))
+        .flatten();
+    Error::ParamShape {
+        role,
+        granularity: granularity.to_string(),
+        expected: expected.to_vec(),
+        got: got.to_vec(),
+        dim,
+    }
+}
+
+/// True when two elements of a non-empty view share an address.
+fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
+    let mut dims: Vec<(usize, usize)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|(d, _)| **d > 1)
+        .map(|(&d, &s)| (s, d))
+        .collect();
+    dims.sort_unstable();
+    let mut span = 1usize; // elements covered by the dims seen so far
+    for (s, d) in dims {
+        if s < span {
+            return true;
+        }
+        span = s.saturating_mul(d);
+    }
+    false
+}
+
+/// Builds the loop nest: drops size-1 dims, then merges neighbours whose strides
+/// and group maps allow it (see [`Loop`]).
+fn collapse(
+    shape: &[usize],
+    src_strides: &[usize],
+    dst_strides: &[usize],
+    groups: &[usize],
+    scale_shape: &[usize],
+) -> Vec<Loop> {
+    let scale_strides = TensorDesc::dense_strides(scale_shape);
+    let mut loops: Vec<Loop> = Vec::new();
+    for d in 0..shape.len() {
+        if shape[d] == 1 {
+            continue;
+        }
+        let inner = Loop {
+            len: shape[d],
+            src_stride: src_strides[d],
+            dst_stride: dst_strides[d],
+            group: groups[d].min(shape[d]),
+            scale_stride: scale_strides[d],
+        };
+        match loops.last_mut().and_then(|outer| merge(outer, &inner)) {
+            Some(m) => *loops.last_mut().expect("merged into the last loop") = m,
+            None => loops.push(inner),
+        }
+    }
+    if loops.is_empty() {
+        loops.push(Loop {
+            len: 1,
+            src_stride: 1,
+            dst_stride: 1,
+            group: 1,
+            scale_stride: 0,
+        });
+    }
+    loops
+}
+
+/// Merges `inner` into `outer` when the pair walks memory and scales like one loop.
+fn merge(outer: &Loop, inner: &Loop) -> Option<Loop> {
+    let len = outer.len.checked_mul(inner.len)?;
+    if outer.src_stride != inner.src_stride.checked_mul(inner.len)?
+        || outer.dst_stride != inner.dst_stride.checked_mul(inner.len)?
+    {
+        return None;
+    }
+    let (group, scale_stride) = if inner.is_constant() {
+        // Scale index depends on the outer index only: groups of g_outer * len_inner.
+        let g = if outer.is_constant() {
+            len
+        } else {
+            outer.group * inner.len
+        };
+        (g, outer.scale_stride)
+    } else if outer.group == 1
+        && inner.len % inner.group == 0
+        && outer.scale_stride == inner.scale_stride * (inner.len / inner.group)
+    {
+        (inner.group, inner.scale_stride)
+    } else {
+        return None;
+    };
+    Some(Loop {
+        len,
+        src_stride: inner.src_stride,
+        dst_stride: inner.dst_stride,
+        group: group.min(len),
+        scale_stride,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dynamic(op: DynamicDequantize, shape: &[usize], scales: &[usize]) -> Plan {
+        let src = TensorDesc::new(DType::S8, shape);
+        let dst = TensorDesc::new(DType::F32, shape);
+        let s = TensorDesc::new(DType::F32, scales);
+        Plan::new(&op.into(), &src, Some(&s), None, &dst).unwrap()
+    }
+
+    #[test]
+    fn per_tensor_collapses_to_one_loop() {
+        let p = dynamic(DynamicDequantize::per_tensor(), &[3, 1, 4, 5], &[1]);
+        assert_eq!(
+            p.loops(),
+            [Loop {
+                len: 60,
+                src_stride: 1,
+                dst_stride: 1,
+                group: 60,
+                scale_stride: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn per_channel_axis0_is_grouped_run() {
+        let p = dynamic(DynamicDequantize::per_channel(0), &[4, 6], &[4]);
+        assert_eq!(p.loops().len(), 1);
+        assert_eq!(p.loops()[0].group, 6);
+        assert_eq!(p.loops()[0].len, 24);
+    }
+
+    #[test]
+    fn per_channel_last_axis_keeps_two_loops() {
+        let p = dynamic(DynamicDequantize::per_channel(-1), &[4, 6], &[6]);
+        assert_eq!(p.loops().len(), 2);
+        assert_eq!(p.loops()[1].group, 1);
+        assert_eq!(p.loops()[0].group, 4);
+    }
+
+    #[test]
+    fn per_group_rows_merge() {
+        let p = dynamic(DynamicDequantize::per_group(vec![1, 4]), &[3, 8], &[3, 2]);
+        assert_eq!(p.loops().len(), 1);
+        assert_eq!(p.loops()[0].group, 4);
+        // A remainder group cannot merge.
+        let p = dynamic(DynamicDequantize::per_group(vec![1, 4]), &[3, 10], &[3, 3]);
+        assert_eq!(p.loops().len(), 2);
+    }
+
+    #[test]
+    fn overlapping_views_detected() {
+        assert!(overlaps(&[2, 3], &[1, 1]));
+        assert!(!overlaps(&[2, 3], &[1, 2]));
+        assert!(!overlaps(&[2, 3], &[3, 1]));
+        assert!(overlaps(&[2, 3], &[0, 1]));
+        assert!(!overlaps(&[1, 3], &[0, 1]));
+    }
+}

@@ -1,0 +1,78 @@
+//! The scalar reference backend: SPEC section 5, one element at a time, straight from
+//! the group map (it does not use the collapsed loop nest, so it checks it).
+
+use core::ops::Range;
+
+use crate::convert::{store_f32, store_f64};
+use crate::dtype::{DType, load_f32, load_float, load_int};
+use crate::error::Result;
+use crate::exec::{Job, Kernel};
+use crate::formula::{FormulaIr, STANDARD};
+use crate::plan::Plan;
+
+/// The reference backend for a formula (the spec's by default).
+#[derive(Clone, Copy, Debug)]
+pub struct Reference {
+    /// The formula it interprets.
+    pub formula: &'static FormulaIr,
+}
+
+impl Default for Reference {
+    fn default() -> Self {
+        Reference { formula: &STANDARD }
+    }
+}
+
+impl Kernel for Reference {
+    fn name(&self) -> &'static str {
+        "reference"
+    }
+
+    fn supports(&self, _plan: &Plan) -> Result<()> {
+        Ok(())
+    }
+
+    fn run(&self, job: &Job<'_>, range: Range<usize>) {
+        let plan = job.plan();
+        let shape = &plan.src().shape;
+        let (src_t, dst_t) = (plan.src().dtype, plan.dst().dtype);
+        let zps_t = plan.zps().map(|z| z.dtype);
+        let scale_strides = crate::TensorDesc::dense_strides(plan.scale_shape());
+        let mut idx = vec![0usize; shape.len()];
+        for l in range {
+            unravel(l, shape, &mut idx);
+            let (mut so, mut dof, mut si) = (0, 0, 0);
+            for d in 0..shape.len() {
+                so += idx[d] * plan.src_strides()[d];
+                dof += idx[d] * plan.dst_strides()[d];
+                si += idx[d] / plan.groups()[d] * scale_strides[d];
+            }
+            let q = load_int(src_t, job.src(), so);
+            let zi = if plan.zps_broadcast() { 0 } else { si };
+            let z = zps_t.map_or(0, |t| load_int(t, job.zps(), zi));
+            // SAFETY: `dof` is the dst offset of an element in this call's range,
+            // which no concurrent call shares (Kernel::run contract).
+            if dst_t == DType::F64 {
+                let y = self
+                    .formula
+                    .eval(q, z, load_float(DType::F64, job.scales(), si));
+                let out = unsafe { job.dst_bytes(dof * 8..dof * 8 + 8) };
+                store_f64(out, 0, y);
+            } else {
+                let y = self.formula.eval(q, z, load_f32(dst_t, job.scales(), si));
+                let w = dst_t.bits() / 8;
+                // SAFETY: as above.
+                let out = unsafe { job.dst_bytes(dof * w..dof * w + w) };
+                store_f32(dst_t, out, 0, y);
+            }
+        }
+    }
+}
+
+/// Row-major multi-index of logical element `l`.
+fn unravel(mut l: usize, shape: &[usize], idx: &mut [usize]) {
+    for d in (0..shape.len()).rev() {
+        idx[d] = l % shape[d];
+        l /= shape[d];
+    }
+}
