@@ -498,7 +498,7 @@ def explain(ref, got, rb, gb):
     neg_zero = (rb == sign_bit) & (gb == 0)
     r32 = ref.astype(np.float32)
     tiny = np.finfo(ref.dtype).tiny if ref.dtype != ml_dtypes.bfloat16 else np.float32(2.0 ** -126)
-    flushed = (r32 != 0) & (np.abs(r32) < tiny) & ((gb & ~sign_bit) == 0)
+    flushed = (r32 != 0) & (np.abs(r32) < tiny) & ((gb & (sign_bit - 1)) == 0)
     counts = {"-0 returned as +0": int(neg_zero.sum()), "subnormal flushed to zero": int(flushed.sum()),
               "unexplained": int((~neg_zero & ~flushed).sum())}
     return {k: v for k, v in counts.items() if v}
@@ -602,7 +602,13 @@ def markdown(rows):
         cells = [fmt_cell(r, n) for n in names]
         lines.append(f"| {r['case']} | {r['threads']} | " + " | ".join(cells) + f" | {exact_cell(r)} |")
     notes = sorted({f"- {r['case']} / {n}: {v['status']}: {v['note']}"
-                    for r in rows for n, v in r["impls"].items() if v.get("note")})
+                    for r in rows for n, v in r["impls"].items() if v.get("note") and v["status"] != "n/a"})
+    notes += [f"- {r['case']} {r['threads']}T / dq vs SPEC formula: {mismatch_note(r['dq_vs_formula'])}"
+              for r in rows if not r.get("dq_vs_formula", {"exact": True})["exact"]]
+    notes += [f"- {r['case']} {r['threads']}T / dq run failed: {r['dq_run_error']}"
+              for r in rows if r.get("dq_run_error")]
+    notes.append("- NumPy is single-threaded (n/a at 2 threads). GB/s = (src + dst bytes) / median "
+                 "time; memcpy = np.copyto of a dst-sized buffer, read + write bytes.")
     return "\n".join(lines + ([""] + ["Notes:"] + notes if notes else []))
 
 
@@ -639,7 +645,8 @@ def machine_info():
     import onnxruntime
     return {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
             "numpy": np.__version__, "onnxruntime": onnxruntime.__version__,
-            "onednn_wheel": "onednn==2026.1.0 (oneDNN 3.13.2)"}
+            "onednn_wheel": "onednn==2026.1.0 (oneDNN 3.13.2)",
+            "loadavg_at_start": os.getloadavg()}  # other processes make 2-thread rows noisy
 
 
 def main():
@@ -663,6 +670,7 @@ def main():
               "checking peers against the SPEC formula in NumPy", file=sys.stderr)
 
     OUT.mkdir(exist_ok=True)
+    info = machine_info()
     rows, memcpy_cache, t_start = [], {}, time.time()
     for case in cases:
         for t in threads:
@@ -671,15 +679,17 @@ def main():
         if not args.keep_inputs:
             shutil.rmtree(OUT / case.name, ignore_errors=True)
 
-    results = {"machine": machine_info(), "dq_available": dq_ok,
+    results = {"machine": info, "dq_available": dq_ok,
                "timing": vars(rule) | {"gbps": "(src bytes + dst bytes) / median seconds; "
                                                "memcpy: read + write bytes"},
-               "wall_s": time.time() - t_start, "rows": rows}
+               "wall_s": time.time() - t_start, "loadavg_at_end": os.getloadavg(), "rows": rows}
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
     table = markdown(rows)
     (OUT / "table.md").write_text(table + "\n")
     chart(rows, OUT / "chart.png")
     print(table)
+    print(f"\nload average at start / end: {results['machine']['loadavg_at_start'][0]:.2f} / "
+          f"{results['loadavg_at_end'][0]:.2f} on {os.cpu_count()} CPUs (a busy machine skews 2-thread rows)")
     print(f"\nwrote {OUT / 'results.json'}, {OUT / 'table.md'}, {OUT / 'chart.png'} "
           f"in {results['wall_s']:.0f} s", file=sys.stderr)
 

@@ -28,6 +28,26 @@ pub trait Kernel: Sync {
     /// Called only with `range` inside `0..plan.numel()` and after
     /// [`supports`](Self::supports) said yes. Must write nothing outside `range`.
     fn run(&self, job: &Job<'_>, range: Range<usize>);
+
+    /// Counters of a backend that compiles (the JIT); `None` for the others.
+    fn stats(&self) -> Option<KernelStats> {
+        None
+    }
+}
+
+/// Counters of a compiling backend, cumulative since the process started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Kernels compiled (cache misses).
+    pub compiled: u64,
+    /// Lookups served from the cache.
+    pub reused: u64,
+    /// Total compile time in nanoseconds.
+    pub compile_ns: u64,
+    /// Bytes of machine code currently held by the cache.
+    pub code_bytes: u64,
+    /// Kernels currently cached.
+    pub cached: u64,
 }
 
 /// The dst buffer of a job, shared by the threads that fill disjoint parts of it.

@@ -31,7 +31,7 @@ pub mod tensor;
 pub use backend::{Backend, Backends};
 pub use dtype::DType;
 pub use error::{Error, Result, Role};
-pub use exec::{Job, Kernel};
+pub use exec::{Job, Kernel, KernelStats};
 pub use formula::{FormulaIr, Node, STANDARD};
 pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
 pub use plan::{Loop, Plan};
