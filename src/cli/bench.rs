@@ -195,9 +195,9 @@ fn bench_case(a: &CaseArgs) -> Result<(Case, bool), CliError> {
         a.op = Some(OpName::Dynamic);
         a.src_type.get_or_insert(DType::U4);
         a.dst_type.get_or_insert(DType::BF16);
-        if a.qtype.is_none() && a.group_shape.is_none() {
+        if a.qtype.is_none() {
             a.qtype = Some(Qtype::PerGroup);
-            a.group_shape = Some(IntList(vec![1, 128]));
+            a.group_shape.get_or_insert(IntList(vec![1, 128]));
         }
         a.zps_type.get_or_insert(DType::U4);
     }

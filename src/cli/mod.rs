@@ -51,7 +51,7 @@ fn clap_error(e: clap::Error) -> ExitCode {
         ErrorKind::DisplayHelp
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
+            print!("{}", e.render());
             ExitCode::SUCCESS
         }
         _ => {

@@ -34,6 +34,7 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
         ));
     }
     io::check_output(output, case.dst.dtype)?;
+    prevalidate(&case)?;
 
     let src_data = read_src(&case, input)?;
     let (scales, zps) = if case.op_name == OpName::Dequantize {
@@ -75,6 +76,25 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
         vec![out.len() * 8 / case.dst.dtype.bits()]
     };
     io::write_output(output, case.dst.dtype, &out_shape, &out)
+}
+
+/// Validates the flags before any file is read, with the scales and zero points the
+/// case needs (a valid case accepts these whatever its files hold), so that a broken
+/// rule is reported as such rather than as a file that does not fit it.
+fn prevalidate(case: &Case) -> Result<(), CliError> {
+    if case.op_name == OpName::Dequantize {
+        Plan::new(&case.op, &case.src, None, None, &case.dst)?;
+        return Ok(());
+    }
+    let shape = case.param_shape();
+    let scales = TensorDesc::new(case.dst.dtype, &shape);
+    let zps_t = match case.op_name {
+        OpName::Axes => Some(case.zps_type.unwrap_or(case.src.dtype)),
+        _ => case.zps_type,
+    };
+    let zps = zps_t.map(|t| TensorDesc::new(t, &shape));
+    Plan::new(&case.op, &case.src, Some(&scales), zps.as_ref(), &case.dst)?;
+    Ok(())
 }
 
 /// Reads the src file. A dense `.bin` must have exactly the size of the shape; a
