@@ -900,8 +900,7 @@ fn demo_checks_bit_exactness() {
     assert_ok(&o);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
-        out.matches("bit-exact vs the single-threaded reference")
-            .count(),
+        out.matches("bit-exact vs the reference on").count(),
         2,
         "{out}"
     );
