@@ -26,6 +26,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run built-in default cases, time them and check them against the reference.
     Demo(DemoArgs),
+    /// The main job: dequantize every weight of a model preset with each backend.
+    Model(super::model::ModelArgs),
 }
 
 /// The three operations, as spelled on the command line.

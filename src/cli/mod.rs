@@ -10,6 +10,7 @@ mod data;
 mod demo;
 mod error;
 mod io;
+mod model;
 mod npy;
 mod run;
 
@@ -35,6 +36,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a).map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::bench(a).map(|()| ExitCode::SUCCESS),
         Command::Demo(a) => demo::demo(a),
+        Command::Model(a) => model::model(a),
     };
     result.unwrap_or_else(|e| fail(&e))
 }
