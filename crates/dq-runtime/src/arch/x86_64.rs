@@ -506,3 +506,176 @@ pub unsafe fn run_avx512<S: IntType, Z: IntType, D: FloatType, F: Formula>(
     // SAFETY: the features are enabled (caller); range per the caller.
     unsafe { run_vector::<Avx512, S, Z, D, F>(Avx512::new_unchecked(), job, range) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// f32 inputs around every 16-bit result pattern: the value, its f32
+    /// neighbours, the ties with the next pattern and their neighbours.
+    fn around_every_pattern(to_f32: fn(u16) -> f32) -> Vec<f32> {
+        let mut v = Vec::new();
+        for h in 0..=u16::MAX {
+            let x = to_f32(h).to_bits();
+            let next = to_f32(h.wrapping_add(1)).to_bits();
+            let tie = x.wrapping_add(next.wrapping_sub(x) / 2);
+            for b in [x, x.wrapping_sub(1), x.wrapping_add(1), tie, tie.wrapping_sub(1), tie.wrapping_add(1)] {
+                v.push(f32::from_bits(b));
+            }
+        }
+        v
+    }
+
+    fn f16_inputs() -> Vec<f32> {
+        around_every_pattern(|h| half::f16::from_bits(h).to_f32())
+    }
+
+    fn bf16_inputs() -> Vec<f32> {
+        let mut v = around_every_pattern(|h| half::bf16::from_bits(h).to_f32());
+        // Exact low halves too: ties are 0x8000, neighbours 0x7fff / 0x8001.
+        for hi in 0..=u16::MAX as u32 {
+            for lo in [0x7fffu32, 0x8000, 0x8001, 0xffff] {
+                v.push(f32::from_bits(hi << 16 | lo));
+            }
+        }
+        v
+    }
+
+    /// Converts whole vectors with `store`, non-temporal or not.
+    fn convert<V: Simd>(v: V, xs: &[f32], nt: bool, f16: bool) -> Vec<u16> {
+        let n = V::LANES;
+        let mut out = vec![0u16; xs.len() / n * n + 64];
+        // Align the output for the non-temporal stores.
+        let skip = out.as_ptr().align_offset(64);
+        for (i, chunk) in xs.chunks_exact(n).enumerate() {
+            // SAFETY: `chunk` holds LANES f32; `out` has room for LANES u16 at
+            // `skip + i * n`, aligned to 64 bytes plus a multiple of LANES * 2.
+            unsafe {
+                let y = v.load_f32(chunk.as_ptr().cast());
+                let p = out.as_mut_ptr().add(skip + i * n).cast::<u8>();
+                match (f16, nt) {
+                    (true, true) => v.store_f16::<true>(p, y),
+                    (true, false) => v.store_f16::<false>(p, y),
+                    (false, true) => v.store_bf16::<true>(p, y),
+                    (false, false) => v.store_bf16::<false>(p, y),
+                }
+            }
+        }
+        v.fence();
+        out[skip..skip + xs.len() / n * n].to_vec()
+    }
+
+    fn check<V: Simd>(v: V, isa: &str) {
+        for nt in [false, true] {
+            let xs = f16_inputs();
+            let got = convert(v, &xs, nt, true);
+            for (x, g) in xs.iter().zip(&got) {
+                let want = half::f16::from_f32(*x).to_bits();
+                assert_eq!(*g, want, "{isa} f16 of {:#010x} (nt {nt})", x.to_bits());
+            }
+            let xs = bf16_inputs();
+            let got = convert(v, &xs, nt, false);
+            for (x, g) in xs.iter().zip(&got) {
+                let want = half::bf16::from_f32(*x).to_bits();
+                assert_eq!(*g, want, "{isa} bf16 of {:#010x} (nt {nt})", x.to_bits());
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    fn check_avx2(v: Avx2) {
+        check(v, "avx2")
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+    fn check_avx512(v: Avx512) {
+        check(v, "avx512")
+    }
+
+    #[test]
+    fn avx2_f16_bf16_stores_match_half_near_every_pattern() {
+        match Avx2::new() {
+            // SAFETY: the token proves the features.
+            Some(v) => unsafe { check_avx2(v) },
+            None => eprintln!("SKIPPED: avx2 not available on this CPU"),
+        }
+    }
+
+    #[test]
+    fn avx512_f16_bf16_stores_match_half_near_every_pattern() {
+        match Avx512::new() {
+            // SAFETY: the token proves the features.
+            Some(v) => unsafe { check_avx512(v) },
+            None => eprintln!("SKIPPED: avx512 not available on this CPU"),
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+    fn minmax_avx512(v: Avx512, a: &[f32; 16], b: &[f32; 16]) -> ([f32; 16], [f32; 16]) {
+        let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
+        // SAFETY: 16-element arrays.
+        unsafe {
+            let (x, y) = (v.load_f32(a.as_ptr().cast()), v.load_f32(b.as_ptr().cast()));
+            _mm512_storeu_ps(lo.as_mut_ptr(), v.min(x, y));
+            _mm512_storeu_ps(hi.as_mut_ptr(), v.max(x, y));
+        }
+        (lo, hi)
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    fn minmax_avx2(v: Avx2, a: &[f32; 16], b: &[f32; 16]) -> ([f32; 16], [f32; 16]) {
+        let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
+        for h in [0, 8] {
+            // SAFETY: 8 elements from h within 16-element arrays.
+            unsafe {
+                let x = v.load_f32(a.as_ptr().add(h).cast());
+                let y = v.load_f32(b.as_ptr().add(h).cast());
+                _mm256_storeu_ps(lo.as_mut_ptr().add(h), v.min(x, y));
+                _mm256_storeu_ps(hi.as_mut_ptr().add(h), v.max(x, y));
+            }
+        }
+        (lo, hi)
+    }
+
+    #[test]
+    fn vector_min_max_follow_the_formula_rules() {
+        let nan1 = f32::from_bits(0x7fc0_0001);
+        let nan2 = f32::from_bits(0xffc0_0002);
+        let vals = [0.0, -0.0, 1.0, -1.0, nan1, nan2, f32::INFINITY, 1e-45];
+        let mut a = [0f32; 16];
+        let mut b = [0f32; 16];
+        let mut cases = Vec::new();
+        for x in vals {
+            for y in vals {
+                cases.push((x, y));
+            }
+        }
+        for chunk in cases.chunks(16) {
+            for (i, &(x, y)) in chunk.iter().enumerate() {
+                a[i] = x;
+                b[i] = y;
+            }
+            let mut results = Vec::new();
+            if let Some(v) = Avx512::new() {
+                // SAFETY: the token proves the features.
+                results.push(("avx512", unsafe { minmax_avx512(v, &a, &b) }));
+            } else {
+                eprintln!("SKIPPED: avx512 not available on this CPU");
+            }
+            if let Some(v) = Avx2::new() {
+                // SAFETY: the token proves the features.
+                results.push(("avx2", unsafe { minmax_avx2(v, &a, &b) }));
+            } else {
+                eprintln!("SKIPPED: avx2 not available on this CPU");
+            }
+            for (isa, (lo, hi)) in results {
+                for i in 0..chunk.len() {
+                    let want_lo = crate::formula::min(a[i], b[i]).to_bits();
+                    let want_hi = crate::formula::max(a[i], b[i]).to_bits();
+                    assert_eq!(lo[i].to_bits(), want_lo, "{isa} min({}, {})", a[i], b[i]);
+                    assert_eq!(hi[i].to_bits(), want_hi, "{isa} max({}, {})", a[i], b[i]);
+                }
+            }
+        }
+    }
+}
