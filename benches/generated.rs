@@ -163,7 +163,10 @@ unsafe fn avx2_s8_f32(src: &[i8], scales: &[f32], dst: &mut [f32], cols: usize) 
 
 fn memcpy(c: &mut Criterion) {
     let mut g = c.benchmark_group("memcpy");
-    for (label, n) in [("64K", SMALL.0 * SMALL.1 * 4), ("16M", LARGE.0 * LARGE.1 * 4)] {
+    for (label, n) in [
+        ("64K", SMALL.0 * SMALL.1 * 4),
+        ("16M", LARGE.0 * LARGE.1 * 4),
+    ] {
         let src = vec![1u8; n];
         let mut dst = vec![0u8; n];
         g.throughput(Throughput::Bytes(2 * n as u64));

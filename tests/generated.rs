@@ -4,6 +4,8 @@
 //! strided src and dst, extreme zero points, NaN/inf/subnormal scales, random
 //! sub-ranges, misaligned dst buffers, and every ISA this machine has.
 
+use std::ops::Range;
+
 use dq::arch::Isa;
 use dq::kernels::Entry;
 use dq::{
@@ -79,7 +81,11 @@ fn forms(e: &Entry) -> Vec<OpForm> {
 }
 
 fn norm(a: i64, r: usize) -> usize {
-    if a < 0 { (a + r as i64) as usize } else { a as usize }
+    if a < 0 {
+        (a + r as i64) as usize
+    } else {
+        a as usize
+    }
 }
 
 fn scale_shape(shape: &[usize], g: &Gran) -> Vec<usize> {
@@ -165,7 +171,13 @@ fn scale_bytes(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
 fn int_bytes(rng: &mut Rng, t: DType, n: usize, extreme: bool) -> Vec<u8> {
     match t {
         DType::S32 => {
-            let ext = [i32::MIN, i32::MAX, i32::MIN + 255, i32::MAX - 127, -(1 << 24) - 1];
+            let ext = [
+                i32::MIN,
+                i32::MAX,
+                i32::MIN + 255,
+                i32::MAX - 127,
+                -(1 << 24) - 1,
+            ];
             (0..n)
                 .flat_map(|i| {
                     let v = if extreme && (i == 0 || rng.below(3) == 0) {
@@ -175,7 +187,11 @@ fn int_bytes(rng: &mut Rng, t: DType, n: usize, extreme: bool) -> Vec<u8> {
                     } else {
                         (rng.next() as i32) >> rng.below(12)
                     };
-                    let v = if extreme { v } else { v.clamp(-(1 << 30), 1 << 30) };
+                    let v = if extreme {
+                        v
+                    } else {
+                        v.clamp(-(1 << 30), 1 << 30)
+                    };
                     v.to_le_bytes()
                 })
                 .collect()
@@ -325,9 +341,13 @@ impl Case {
             }
             buf
         };
-        let want = run(&Reference::default(), &[0..numel]);
+        let whole = [Range {
+            start: 0,
+            end: numel,
+        }];
+        let want = run(&Reference::default(), &whole);
         for (isa, k) in kernels {
-            let got = run(k, &[0..numel]);
+            let got = run(k, &whole);
             self.compare(&want, &got, *isa, "whole");
             let ranges = random_split(rng, numel);
             let got = run(k, &ranges);
@@ -530,7 +550,12 @@ fn large_outputs_take_the_streaming_path() {
     let llc = dq::arch::llc_bytes();
     let big = [
         (DType::S8, None, DType::F32, Gran::Channel(1)),
-        (DType::U4, Some(DType::U4), DType::BF16, Gran::Group(vec![1, 128])),
+        (
+            DType::U4,
+            Some(DType::U4),
+            DType::BF16,
+            Gran::Group(vec![1, 128]),
+        ),
     ];
     for (s, z, d, gran) in big {
         let cols = 4099;
@@ -559,13 +584,27 @@ fn s32_zero_points_near_the_limits_take_the_exact_path() {
         let scales = Tensor::from_slice(&[1.0f32], &[1]);
         let zps = Tensor::from_slice(&zv, &[1]);
         let op: Op = DynamicDequantize::per_tensor().into();
-        let plan = Plan::new(&op, &src.desc, Some(&scales.desc), Some(&zps.desc), &TensorDesc::new(DType::F32, &[40])).unwrap();
+        let plan = Plan::new(
+            &op,
+            &src.desc,
+            Some(&scales.desc),
+            Some(&zps.desc),
+            &TensorDesc::new(DType::F32, &[40]),
+        )
+        .unwrap();
         let want = (q as i64 - zp as i64) as f32;
         for (isa, k) in &ks {
             let mut out = [0f32; 40];
             let mut dst = TensorMut::from_slice(&mut out, &[40]);
-            plan.bind(&src, Some(&scales), Some(&zps), &mut dst).unwrap().run(k).unwrap();
-            assert!(out.iter().all(|&y| y == want), "{}: {out:?} != {want}", isa.name());
+            plan.bind(&src, Some(&scales), Some(&zps), &mut dst)
+                .unwrap()
+                .run(k)
+                .unwrap();
+            assert!(
+                out.iter().all(|&y| y == want),
+                "{}: {out:?} != {want}",
+                isa.name()
+            );
         }
     }
 }
@@ -574,6 +613,9 @@ fn s32_zero_points_near_the_limits_take_the_exact_path() {
 fn dq_isa_env_is_clamped_to_the_hardware() {
     assert!(dq::arch::selected() <= dq::arch::hardware());
     for isa in Isa::ALL {
-        assert_eq!(standard().with_isa(isa).is_some(), isa <= dq::arch::hardware());
+        assert_eq!(
+            standard().with_isa(isa).is_some(),
+            isa <= dq::arch::hardware()
+        );
     }
 }

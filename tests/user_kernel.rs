@@ -64,15 +64,25 @@ fn random_scales(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
 }
 
 /// Runs `k` (every ISA) and the reference on `formula` over random data; same bits.
-fn check(k: &GeneratedKernel, op: &Op, key: (DType, Option<DType>, DType), shape: &[usize], ss: &[usize]) {
+fn check(
+    k: &GeneratedKernel,
+    op: &Op,
+    key: (DType, Option<DType>, DType),
+    shape: &[usize],
+    ss: &[usize],
+) {
     let mut rng = Rng(99 + shape.iter().sum::<usize>() as u64);
     let (s_t, z_t, d_t) = key;
     let n: usize = shape.iter().product();
     let sn: usize = ss.iter().product();
-    let src_b: Vec<u8> = (0..s_t.bytes_for(n).unwrap()).map(|_| rng.next() as u8).collect();
+    let src_b: Vec<u8> = (0..s_t.bytes_for(n).unwrap())
+        .map(|_| rng.next() as u8)
+        .collect();
     let sc_b = random_scales(&mut rng, d_t, sn);
     let zp_b: Option<Vec<u8>> = z_t.map(|z| {
-        let mut b: Vec<u8> = (0..z.bytes_for(sn).unwrap()).map(|_| rng.next() as u8).collect();
+        let mut b: Vec<u8> = (0..z.bytes_for(sn).unwrap())
+            .map(|_| rng.next() as u8)
+            .collect();
         if z == DType::S32 {
             b[..4].copy_from_slice(&i32::MIN.to_le_bytes()); // q - z leaves i32
         }
@@ -82,7 +92,14 @@ fn check(k: &GeneratedKernel, op: &Op, key: (DType, Option<DType>, DType), shape
     let sc = Tensor::from_bytes(d_t, ss, &sc_b);
     let zp = z_t.map(|z| Tensor::from_bytes(z, ss, zp_b.as_deref().unwrap()));
     let dst_d = TensorDesc::new(d_t, shape);
-    let plan = Plan::new(op, &src.desc, Some(&sc.desc), zp.as_ref().map(|t| &t.desc), &dst_d).unwrap();
+    let plan = Plan::new(
+        op,
+        &src.desc,
+        Some(&sc.desc),
+        zp.as_ref().map(|t| &t.desc),
+        &dst_d,
+    )
+    .unwrap();
     let run = |kernel: &dyn Kernel| {
         let mut buf = vec![0u8; d_t.bytes_for(n).unwrap()];
         let mut dst = TensorMut::from_bytes(d_t, shape, &mut buf);
@@ -93,7 +110,13 @@ fn check(k: &GeneratedKernel, op: &Op, key: (DType, Option<DType>, DType), shape
     };
     let want = run(&Reference { formula: k.ir() });
     for (isa, p) in pinned(k) {
-        assert_eq!(run(&p), want, "{} {key:?} {shape:?} on {}", k.ir().name, isa.name());
+        assert_eq!(
+            run(&p),
+            want,
+            "{} {key:?} {shape:?} on {}",
+            k.ir().name,
+            isa.name()
+        );
     }
 }
 
@@ -139,7 +162,10 @@ fn relu_output_is_never_negative() {
     let mut dst = TensorMut::from_slice(&mut out, &[64]);
     let op: Op = DynamicDequantize::per_tensor().into();
     let plan = Plan::new(&op, &src.desc, Some(&sc.desc), None, &dst.desc).unwrap();
-    plan.bind(&src, Some(&sc), None, &mut dst).unwrap().run(&dequantize_relu).unwrap();
+    plan.bind(&src, Some(&sc), None, &mut dst)
+        .unwrap()
+        .run(&dequantize_relu)
+        .unwrap();
     // Nibbles 0xf = -1 -> relu 0, 0x9 = -7 -> 0.
     assert!(out.iter().all(|v| v.to_bits() == 0), "{out:?}");
 }

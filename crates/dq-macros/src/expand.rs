@@ -148,7 +148,11 @@ fn eval_body(nodes: &[Node]) -> TokenStream {
                 let f = method(n);
                 quote!(#p::Lanes::#f(l, #a))
             }
-            Node::Add(a, b) | Node::Sub(a, b) | Node::Mul(a, b) | Node::Min(a, b) | Node::Max(a, b) => {
+            Node::Add(a, b)
+            | Node::Sub(a, b)
+            | Node::Mul(a, b)
+            | Node::Min(a, b)
+            | Node::Max(a, b) => {
                 let (a, b) = (v(a), v(b));
                 let f = method(n);
                 quote!(#p::Lanes::#f(l, #a, #b))

@@ -79,7 +79,10 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
                 "zps" => ZPS,
                 "dst" => DST,
                 _ => {
-                    errors.at(&l.key, format!("unknown key `{key}`; expected `src`, `zps` or `dst`"));
+                    errors.at(
+                        &l.key,
+                        format!("unknown key `{key}`; expected `src`, `zps` or `dst`"),
+                    );
                     continue;
                 }
             };
@@ -98,7 +101,13 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
                         "unknown dtype `{name}`; expected one of s4, u4, s8, u8, s32, s64, f16, bf16, f32, f64 (or `none` for zps)"
                     ));
                 } else if !ok.contains(&name.as_str()) {
-                    errors.at(n, format!("`{name}` is not allowed in `{key}`; expected one of {}", ok.join(", ")));
+                    errors.at(
+                        n,
+                        format!(
+                            "`{name}` is not allowed in `{key}`; expected one of {}",
+                            ok.join(", ")
+                        ),
+                    );
                 } else if names.iter().any(|m| *m == name) {
                     errors.at(n, format!("duplicate dtype `{name}` in `{key}`"));
                 } else {
@@ -165,8 +174,7 @@ enum Ty {
     Float,
 }
 
-const ALLOWED: &str =
-    "the formula allows `+`, `-`, `*`, unary `-`, `min`, `max`, `abs`, float literals, parentheses and `let` bindings";
+const ALLOWED: &str = "the formula allows `+`, `-`, `*`, unary `-`, `min`, `max`, `abs`, float literals, parentheses and `let` bindings";
 
 /// Lowers the body to SSA nodes, with the DSL's typing.
 struct Lower<'e> {
@@ -203,7 +211,10 @@ pub fn formula(f: &KernelFn, errors: &mut Errors) -> Vec<Node> {
         if !ok {
             errors.at(
                 &p.ty,
-                format!("the DSL fixes parameter types: write `{}: {kind}` (or `_`)", params[i]),
+                format!(
+                    "the DSL fixes parameter types: write `{}: {kind}` (or `_`)",
+                    params[i]
+                ),
             );
         }
     }
@@ -216,7 +227,10 @@ pub fn formula(f: &KernelFn, errors: &mut Errors) -> Vec<Node> {
     };
     let stmts = &f.body.stmts;
     let Some((last, lets)) = stmts.split_last() else {
-        l.errors.at(&f.body, "the body is empty; it must end with the formula's result");
+        l.errors.at(
+            &f.body,
+            "the body is empty; it must end with the formula's result",
+        );
         return Vec::new();
     };
     for st in lets {
@@ -225,7 +239,10 @@ pub fn formula(f: &KernelFn, errors: &mut Errors) -> Vec<Node> {
     let result = match last {
         Stmt::Expr(e, None) => e,
         other => {
-            l.errors.at(other, "the body must end with an expression (the result), not a statement");
+            l.errors.at(
+                other,
+                "the body must end with an expression (the result), not a statement",
+            );
             return Vec::new();
         }
     };
@@ -247,19 +264,29 @@ impl Lower<'_> {
 
     fn stmt(&mut self, st: &Stmt) {
         let Stmt::Local(local) = st else {
-            self.errors.at(st, format!("unsupported statement; {ALLOWED}"));
+            self.errors
+                .at(st, format!("unsupported statement; {ALLOWED}"));
             return;
         };
         let syn::Pat::Ident(p) = &local.pat else {
-            self.errors.at(&local.pat, "a `let` binding must name one variable: `let d = q - z;`");
+            self.errors.at(
+                &local.pat,
+                "a `let` binding must name one variable: `let d = q - z;`",
+            );
             return;
         };
         let Some(init) = &local.init else {
-            self.errors.at(local, "a `let` binding needs a value: `let d = q - z;`");
+            self.errors
+                .at(local, "a `let` binding needs a value: `let d = q - z;`");
             return;
         };
-        if init.diverge.is_some() || p.by_ref.is_some() || p.mutability.is_some() || p.subpat.is_some() {
-            self.errors.at(local, "a `let` binding must be `let name = expr;`");
+        if init.diverge.is_some()
+            || p.by_ref.is_some()
+            || p.mutability.is_some()
+            || p.subpat.is_some()
+        {
+            self.errors
+                .at(local, "a `let` binding must be `let name = expr;`");
             return;
         }
         let v = self.expr(&init.expr);
@@ -353,10 +380,10 @@ impl Lower<'_> {
     }
 
     fn binary(&mut self, b: &syn::ExprBinary) -> (usize, Ty) {
-        if let BinOp::Sub(_) = b.op {
-            if let (Some(x), Some(y)) = (self.int_leaf(&b.left), self.int_leaf(&b.right)) {
-                return (self.push(Node::IntSub(x, y)), Ty::Int);
-            }
+        if let BinOp::Sub(_) = b.op
+            && let (Some(x), Some(y)) = (self.int_leaf(&b.left), self.int_leaf(&b.right))
+        {
+            return (self.push(Node::IntSub(x, y)), Ty::Int);
         }
         let make: fn(usize, usize) -> Node = match b.op {
             BinOp::Add(_) => Node::Add,
@@ -383,7 +410,10 @@ impl Lower<'_> {
             Some("abs") => (1, |a| Node::Abs(a[0])),
             _ => {
                 let f = &c.func;
-                let msg = format!("unsupported function `{}`; allowed: min, max, abs", quote::quote!(#f));
+                let msg = format!(
+                    "unsupported function `{}`; allowed: min, max, abs",
+                    quote::quote!(#f)
+                );
                 return self.bad(f, msg);
             }
         };

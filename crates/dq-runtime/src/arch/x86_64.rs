@@ -519,7 +519,14 @@ mod tests {
             let x = to_f32(h).to_bits();
             let next = to_f32(h.wrapping_add(1)).to_bits();
             let tie = x.wrapping_add(next.wrapping_sub(x) / 2);
-            for b in [x, x.wrapping_sub(1), x.wrapping_add(1), tie, tie.wrapping_sub(1), tie.wrapping_add(1)] {
+            for b in [
+                x,
+                x.wrapping_sub(1),
+                x.wrapping_add(1),
+                tie,
+                tie.wrapping_sub(1),
+                tie.wrapping_add(1),
+            ] {
                 v.push(f32::from_bits(b));
             }
         }

@@ -102,7 +102,9 @@ pub fn run_exact<S: IntType, Z: IntType, D: FloatType, F: Formula>(
     // SAFETY: the rows come from the plan's loop nest restricted to `range`, so
     // every offset is inside the buffers `bind` checked, and the dst elements
     // are this call's own (Kernel::run contract).
-    walk(loops, range, |r| unsafe { exact_row::<S, Z, D, F>(&c, &inner, r) });
+    walk(loops, range, |r| unsafe {
+        exact_row::<S, Z, D, F>(&c, &inner, r)
+    });
 }
 
 /// # Safety
@@ -390,7 +392,9 @@ unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
         let addr = c.dst as usize + dof * D::SIZE;
         let align = lanes * D::SIZE;
         let to_align = (align - addr % align) % align / D::SIZE;
-        if !addr.is_multiple_of(D::SIZE) || (is_4bit(S::DTYPE) && !(so + to_align).is_multiple_of(2)) {
+        if !addr.is_multiple_of(D::SIZE)
+            || (is_4bit(S::DTYPE) && !(so + to_align).is_multiple_of(2))
+        {
             // Cannot align this segment: ordinary stores.
             // SAFETY: forwarded.
             return unsafe { seg::<V, S, Z, D, F, P, false>(v, c, so, dof, n, p) };

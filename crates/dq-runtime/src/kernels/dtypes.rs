@@ -147,27 +147,56 @@ macro_rules! int_type {
     };
 }
 
-int_type!(S4, Some(DType::S4), true, i64,
+int_type!(
+    S4,
+    Some(DType::S4),
+    true,
+    i64,
     |b, o| crate::dtype::s4_value(nibble(b, o)) as i64,
-    |v, b, o| v.load_s4(b.add(o / 2)));
-int_type!(U4, Some(DType::U4), true, i64,
+    |v, b, o| v.load_s4(b.add(o / 2))
+);
+int_type!(
+    U4,
+    Some(DType::U4),
+    true,
+    i64,
     |b, o| nibble(b, o) as i64,
-    |v, b, o| v.load_u4(b.add(o / 2)));
-int_type!(S8, Some(DType::S8), true, i64,
+    |v, b, o| v.load_u4(b.add(o / 2))
+);
+int_type!(
+    S8,
+    Some(DType::S8),
+    true,
+    i64,
     |b, o| i8::from_le_bytes(read::<1>(b, o)) as i64,
-    |v, b, o| v.load_s8(b.add(o)));
-int_type!(U8, Some(DType::U8), true, i64,
+    |v, b, o| v.load_s8(b.add(o))
+);
+int_type!(
+    U8,
+    Some(DType::U8),
+    true,
+    i64,
     |b, o| u8::from_le_bytes(read::<1>(b, o)) as i64,
-    |v, b, o| v.load_u8(b.add(o)));
-int_type!(S32, Some(DType::S32), false, i64,
+    |v, b, o| v.load_u8(b.add(o))
+);
+int_type!(
+    S32,
+    Some(DType::S32),
+    false,
+    i64,
     |b, o| i32::from_le_bytes(read::<4>(b, o)) as i64,
-    |v, b, o| v.load_s32(b.add(o * 4)));
-int_type!(S64, Some(DType::S64), false, i128,
+    |v, b, o| v.load_s32(b.add(o * 4))
+);
+int_type!(
+    S64,
+    Some(DType::S64),
+    false,
+    i128,
     |b, o| i64::from_le_bytes(read::<8>(b, o)),
-    |v, _b, _o| unreachable_vec(v));
-int_type!(NoZp, None, true, i64,
-    |_b, _o| 0,
-    |v, _b, _o| v.splat_int(0));
+    |v, _b, _o| unreachable_vec(v)
+);
+int_type!(NoZp, None, true, i64, |_b, _o| 0, |v, _b, _o| v
+    .splat_int(0));
 
 /// s64 zero points always take the exact scalar path.
 #[inline(always)]
