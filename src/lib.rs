@@ -20,6 +20,9 @@
 //! ```
 #![deny(missing_docs)]
 
+extern crate self as dq;
+
+pub use dq_macros::dequant_kernel;
 pub use dq_runtime::*;
 
 pub mod model;
@@ -28,6 +31,15 @@ pub mod model;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+pub mod generated;
+
+/// What `#[dequant_kernel]` expansions name; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use dq_runtime::formula::{FormulaIr, Node};
+    pub use dq_runtime::kernels::{Entry, Formula, GeneratedKernel, Lanes, dtypes};
+}
 
 /// How to run a call: which backend, on how many threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +61,10 @@ impl Default for Options {
 
 /// The backends this build of dq offers.
 pub fn backends() -> Backends {
-    Backends::default()
+    Backends {
+        generated: Some(&generated::dequantize),
+        ..Backends::default()
+    }
 }
 
 /// Validates and runs one dequantization.
