@@ -20,6 +20,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub use dq_jit;
 pub use dq_runtime::*;
 
 /// How to run a call: which backend, on how many threads.
@@ -42,7 +43,11 @@ impl Default for Options {
 
 /// The backends this build of dq offers.
 pub fn backends() -> Backends {
-    Backends::default()
+    Backends {
+        jit: Some(dq_jit::standard()),
+        jit_pays: Some(|plan| dq_jit::standard().pays(plan)),
+        ..Backends::default()
+    }
 }
 
 /// Validates and runs one dequantization.
