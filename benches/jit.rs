@@ -74,7 +74,9 @@ fn bench(c: &mut Criterion) {
     let backends = dq::backends();
     for w in works() {
         let n = w.shape[0] * w.shape[1];
-        let src_b: Vec<u8> = (0..w.src.bytes_for(n).unwrap()).map(|i| (i * 37 % 251) as u8).collect();
+        let src_b: Vec<u8> = (0..w.src.bytes_for(n).unwrap())
+            .map(|i| (i * 37 % 251) as u8)
+            .collect();
         let ns: usize = w.scale_shape.iter().product();
         let mut scales = Vec::new();
         for i in 0..ns {
@@ -109,11 +111,16 @@ fn bench(c: &mut Criterion) {
         });
         let jit = dq_jit::standard();
         let mut kernels: Vec<(&str, &dyn Kernel)> = vec![("jit", jit)];
-        if let Some(gen) = backends.generated {
-            kernels.push(("generated", gen));
+        if let Some(generated) = backends.generated {
+            kernels.push(("generated", generated));
         }
         if n <= 1 << 16 {
-            kernels.push(("reference", &Reference { formula: &dq::STANDARD }));
+            kernels.push((
+                "reference",
+                &Reference {
+                    formula: &dq::STANDARD,
+                },
+            ));
         }
         for (name, k) in kernels {
             let mut d = TensorMut::from_bytes(w.dst, &w.shape, &mut out);

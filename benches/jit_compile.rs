@@ -8,7 +8,13 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use dq::dq_jit::{self, Jit};
 use dq::{AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Plan, STANDARD, TensorDesc};
 
-fn dynamic(op: DynamicDequantize, src: DType, zps: Option<DType>, dst: DType, ss: &[usize]) -> Plan {
+fn dynamic(
+    op: DynamicDequantize,
+    src: DType,
+    zps: Option<DType>,
+    dst: DType,
+    ss: &[usize],
+) -> Plan {
     let shape = [4096, 4096];
     Plan::new(
         &op.into(),
@@ -26,11 +32,32 @@ fn classes() -> Vec<(&'static str, Plan)> {
     let axes: Op = AxesDequantize::new(vec![1]).into();
     let shape = [64, 4096];
     vec![
-        ("s8_f32_per_channel", dynamic(pc(), DType::S8, None, DType::F32, &[4096])),
-        ("u8_f32_zp_s32_per_channel", dynamic(pc(), DType::U8, Some(DType::S32), DType::F32, &[4096])),
-        ("s8_f32_last_axis", dynamic(DynamicDequantize::per_channel(1), DType::S8, Some(DType::S8), DType::F32, &[4096])),
-        ("u4_bf16_group128", dynamic(pg(), DType::U4, None, DType::BF16, &[4096, 32])),
-        ("s4_f16_group128_zp_s4", dynamic(pg(), DType::S4, Some(DType::S4), DType::F16, &[4096, 32])),
+        (
+            "s8_f32_per_channel",
+            dynamic(pc(), DType::S8, None, DType::F32, &[4096]),
+        ),
+        (
+            "u8_f32_zp_s32_per_channel",
+            dynamic(pc(), DType::U8, Some(DType::S32), DType::F32, &[4096]),
+        ),
+        (
+            "s8_f32_last_axis",
+            dynamic(
+                DynamicDequantize::per_channel(1),
+                DType::S8,
+                Some(DType::S8),
+                DType::F32,
+                &[4096],
+            ),
+        ),
+        (
+            "u4_bf16_group128",
+            dynamic(pg(), DType::U4, None, DType::BF16, &[4096, 32]),
+        ),
+        (
+            "s4_f16_group128_zp_s4",
+            dynamic(pg(), DType::S4, Some(DType::S4), DType::F16, &[4096, 32]),
+        ),
         (
             "axes_s32_f64",
             Plan::new(
@@ -67,7 +94,9 @@ fn bench(c: &mut Criterion) {
     let (_, plan) = &classes()[0];
     let jit = dq_jit::standard();
     jit.kernel(plan).unwrap();
-    c.bench_function("cache_hit", |b| b.iter(|| jit.kernel(std::hint::black_box(plan)).unwrap()));
+    c.bench_function("cache_hit", |b| {
+        b.iter(|| jit.kernel(std::hint::black_box(plan)).unwrap())
+    });
 }
 
 criterion_group!(benches, bench);

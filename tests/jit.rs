@@ -33,8 +33,8 @@ fn scale_value(r: &mut Rng) -> f64 {
         1 => f64::INFINITY,
         2 => f64::NEG_INFINITY,
         3 => -0.0,
-        4 => 1e-40,  // f32 subnormal
-        5 => 3e-8,   // f16 subnormal range
+        4 => 1e-40, // f32 subnormal
+        5 => 3e-8,  // f16 subnormal range
         6 => 65504.0 * 1.5,
         7 => f64::from_bits(r.next()), // any f64 (rounded into the dtype)
         _ => (r.below(2001) as f64 - 1000.0) / 97.0,
@@ -55,7 +55,10 @@ fn int_bytes(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
     let len = t.bytes_for(n).unwrap();
     let mut b: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
     if t == DType::S32 && n > 0 {
-        for (k, v) in [i32::MIN, i32::MAX, i32::MIN + 1, 0].into_iter().enumerate() {
+        for (k, v) in [i32::MIN, i32::MAX, i32::MIN + 1, 0]
+            .into_iter()
+            .enumerate()
+        {
             let i = r.below(n as u64) as usize;
             if k == 0 || r.below(2) == 0 {
                 b[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
@@ -74,6 +77,7 @@ fn float_bytes(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
 }
 
 /// A case: an op with its tensor descriptors (data is generated per seed).
+#[derive(Debug)]
 struct Case {
     op: Op,
     src: TensorDesc,
@@ -98,15 +102,15 @@ impl Case {
     fn check(&self, jit: &Jit, reference: &Reference, seed: u64) {
         let plan = self.plan().expect("valid case");
         let mut r = Rng(seed | 1);
-        let src = int_bytes(
-            self.src.dtype,
-            span(&self.src),
-            &mut r,
-        );
-        let scales = self.scales.as_ref().map(|d| {
-            float_bytes(d.dtype, d.numel().unwrap(), &mut r)
-        });
-        let zps = self.zps.as_ref().map(|d| int_bytes(d.dtype, d.numel().unwrap(), &mut r));
+        let src = int_bytes(self.src.dtype, span(&self.src), &mut r);
+        let scales = self
+            .scales
+            .as_ref()
+            .map(|d| float_bytes(d.dtype, d.numel().unwrap(), &mut r));
+        let zps = self
+            .zps
+            .as_ref()
+            .map(|d| int_bytes(d.dtype, d.numel().unwrap(), &mut r));
         let dst_len = self.dst.dtype.bytes_for(span(&self.dst)).unwrap();
         let n = plan.numel();
         let mut ranges = vec![0..n];
@@ -120,9 +124,10 @@ impl Case {
                 let mut out = vec![0xa5u8; dst_len];
                 let s = Tensor::from_bytes(self.src.dtype, &self.src.shape, &src)
                     .with_strides(&self.src.strides_or_dense());
-                let sc = self.scales.as_ref().map(|d| {
-                    Tensor::from_bytes(d.dtype, &d.shape, scales.as_ref().unwrap())
-                });
+                let sc = self
+                    .scales
+                    .as_ref()
+                    .map(|d| Tensor::from_bytes(d.dtype, &d.shape, scales.as_ref().unwrap()));
                 let z = self
                     .zps
                     .as_ref()
@@ -165,7 +170,12 @@ fn span(d: &TensorDesc) -> usize {
         return 0;
     }
     let s = d.strides_or_dense();
-    1 + d.shape.iter().zip(&s).map(|(&x, &st)| (x - 1) * st).sum::<usize>()
+    1 + d
+        .shape
+        .iter()
+        .zip(&s)
+        .map(|(&x, &st)| (x - 1) * st)
+        .sum::<usize>()
 }
 
 /// Strides of a view whose last two dims are stored transposed.
@@ -203,13 +213,16 @@ fn dynamic(
 }
 
 /// Per-tensor, per-channel (first and last axis) and per-group cases of `shape`.
-fn granularities(
-    src: DType,
-    zps: Option<DType>,
-    dst: DType,
-    shape: &[usize],
-) -> Vec<Case> {
-    let mut v = vec![dynamic(DynamicDequantize::per_tensor(), src, zps, dst, shape, &[1], false)];
+fn granularities(src: DType, zps: Option<DType>, dst: DType, shape: &[usize]) -> Vec<Case> {
+    let mut v = vec![dynamic(
+        DynamicDequantize::per_tensor(),
+        src,
+        zps,
+        dst,
+        shape,
+        &[1],
+        false,
+    )];
     if !shape.is_empty() {
         let last = shape.len() - 1;
         for axis in [0, last] {
@@ -234,7 +247,13 @@ fn granularities(
         ));
         for g in [[1usize, 32], [2, 3], [1, 1]] {
             let gs: Vec<i64> = (0..shape.len())
-                .map(|d| if d + 2 >= shape.len() { g[d + 2 - shape.len()] as i64 } else { 1 })
+                .map(|d| {
+                    if d + 2 >= shape.len() {
+                        g[d + 2 - shape.len()] as i64
+                    } else {
+                        1
+                    }
+                })
                 .map(|x| if shape.len() == 1 { g[1] as i64 } else { x })
                 .collect();
             let ss: Vec<usize> = shape
@@ -242,7 +261,15 @@ fn granularities(
                 .zip(&gs)
                 .map(|(&d, &g)| d.div_ceil(g as usize))
                 .collect();
-            v.push(dynamic(DynamicDequantize::per_group(gs), src, zps, dst, shape, &ss, false));
+            v.push(dynamic(
+                DynamicDequantize::per_group(gs),
+                src,
+                zps,
+                dst,
+                shape,
+                &ss,
+                false,
+            ));
         }
     }
     v
@@ -272,7 +299,16 @@ const DYN_ZPS: [Option<DType>; 6] = [
 fn dynamic_table_matches_reference() {
     let jit = dq_jit::standard();
     let reference = Reference::default();
-    let shapes: &[&[usize]] = &[&[], &[1], &[0, 3], &[7], &[33], &[3, 5], &[2, 3, 37], &[4, 130]];
+    let shapes: &[&[usize]] = &[
+        &[],
+        &[1],
+        &[0, 3],
+        &[7],
+        &[33],
+        &[3, 5],
+        &[2, 3, 37],
+        &[4, 130],
+    ];
     let mut n = 0;
     for src in DYN_SRC {
         for dst in DYN_DST {
@@ -302,8 +338,24 @@ fn every_length_up_to_130_and_group_remainders() {
             (DType::U8, Some(DType::S32), DType::BF16),
         ] {
             for c in [
-                dynamic(DynamicDequantize::per_tensor(), src, zps, dst, &[len], &[1], false),
-                dynamic(DynamicDequantize::per_channel(0), src, zps, dst, &[len], &[len], false),
+                dynamic(
+                    DynamicDequantize::per_tensor(),
+                    src,
+                    zps,
+                    dst,
+                    &[len],
+                    &[1],
+                    false,
+                ),
+                dynamic(
+                    DynamicDequantize::per_channel(0),
+                    src,
+                    zps,
+                    dst,
+                    &[len],
+                    &[len],
+                    false,
+                ),
                 dynamic(
                     DynamicDequantize::per_group(vec![1, 19]),
                     src,
@@ -391,7 +443,14 @@ fn axes_form_every_dtype() {
     let shape = [3usize, 4, 21];
     for src in [DType::S8, DType::U8, DType::S32] {
         for dst in [DType::F16, DType::BF16, DType::F32, DType::F64] {
-            for axes in [vec![], vec![0], vec![2], vec![0, 2], vec![1, 2], vec![0, 1, 2]] {
+            for axes in [
+                vec![],
+                vec![0],
+                vec![2],
+                vec![0, 2],
+                vec![1, 2],
+                vec![0, 1, 2],
+            ] {
                 let ss: Vec<usize> = axes.iter().map(|&a| shape[a as usize]).collect();
                 let c = Case {
                     op: AxesDequantize::new(axes).into(),
@@ -418,8 +477,14 @@ fn strided_4bit_src_and_odd_offsets() {
             let c = Case {
                 op: DynamicDequantize::per_group(vec![1, 4]).into(),
                 src: TensorDesc::new(src, &shape).with_strides(&strides),
-                scales: Some(TensorDesc::new(DType::F16, &[shape[0], shape[1].div_ceil(4)])),
-                zps: Some(TensorDesc::new(DType::U4, &[shape[0], shape[1].div_ceil(4)])),
+                scales: Some(TensorDesc::new(
+                    DType::F16,
+                    &[shape[0], shape[1].div_ceil(4)],
+                )),
+                zps: Some(TensorDesc::new(
+                    DType::U4,
+                    &[shape[0], shape[1].div_ceil(4)],
+                )),
                 dst: TensorDesc::new(DType::F16, &shape),
             };
             c.check(jit, &reference, 21);
@@ -475,17 +540,17 @@ fn f16_and_bf16_rounding_over_many_bit_patterns() {
 static CUSTOM: [Node; 13] = [
     Node::Q,
     Node::Z,
-    Node::IntSub(1, 0),                  // z - q
-    Node::Float(2),                      // 3
-    Node::S,                             // 4
-    Node::Mul(3, 4),                     // 5
-    Node::Lit(6.0f64.to_bits()),         // 6
-    Node::Min(5, 6),                     // 7
-    Node::Neg(6),                        // 8
-    Node::Max(8, 7),                     // 9
-    Node::Abs(9),                        // 10
-    Node::Sub(10, 4),                    // 11
-    Node::Add(11, 9),                    // 12
+    Node::IntSub(1, 0),          // z - q
+    Node::Float(2),              // 3
+    Node::S,                     // 4
+    Node::Mul(3, 4),             // 5
+    Node::Lit(6.0f64.to_bits()), // 6
+    Node::Min(5, 6),             // 7
+    Node::Neg(6),                // 8
+    Node::Max(8, 7),             // 9
+    Node::Abs(9),                // 10
+    Node::Sub(10, 4),            // 11
+    Node::Add(11, 9),            // 12
 ];
 static CUSTOM_IR: FormulaIr = FormulaIr {
     name: "custom",
@@ -546,17 +611,36 @@ fn malformed_formula_is_refused_not_run() {
         nodes: &BAD,
     };
     let jit = Jit::new(&BAD_IR, 4);
-    let c = dynamic(DynamicDequantize::per_tensor(), DType::S8, None, DType::F32, &[4], &[1], false);
+    let c = dynamic(
+        DynamicDequantize::per_tensor(),
+        DType::S8,
+        None,
+        DType::F32,
+        &[4],
+        &[1],
+        false,
+    );
     let err = jit.supports(&c.plan().unwrap()).unwrap_err();
-    assert!(matches!(err, dq::Error::BackendUnavailable { backend: "jit", .. }), "{err}");
+    assert!(
+        matches!(err, dq::Error::BackendUnavailable { backend: "jit", .. }),
+        "{err}"
+    );
 }
 
 // ---- the cache -------------------------------------------------------------
 
 fn s8_plan(shape: &[usize]) -> Plan {
-    dynamic(DynamicDequantize::per_tensor(), DType::S8, None, DType::F32, shape, &[1], false)
-        .plan()
-        .unwrap()
+    dynamic(
+        DynamicDequantize::per_tensor(),
+        DType::S8,
+        None,
+        DType::F32,
+        shape,
+        &[1],
+        false,
+    )
+    .plan()
+    .unwrap()
 }
 
 #[test]
@@ -564,7 +648,7 @@ fn racing_threads_compile_once() {
     let jit = Arc::new(Jit::new(&STANDARD, 8));
     let plan = Arc::new(s8_plan(&[5, 77]));
     let barrier = Arc::new(Barrier::new(6));
-    let kernels: Vec<_> = (0..6)
+    let handles: Vec<_> = (0..6)
         .map(|_| {
             let (jit, plan, barrier) = (jit.clone(), plan.clone(), barrier.clone());
             std::thread::spawn(move || {
@@ -572,8 +656,8 @@ fn racing_threads_compile_once() {
                 jit.kernel(&plan).unwrap()
             })
         })
-        .map(|t| t.join().unwrap())
         .collect();
+    let kernels: Vec<_> = handles.into_iter().map(|t| t.join().unwrap()).collect();
     let s = jit.stats().unwrap();
     assert_eq!((s.compiled, s.reused, s.cached), (1, 5, 1));
     assert!(kernels.iter().all(|k| Arc::ptr_eq(k, &kernels[0])));
@@ -619,7 +703,11 @@ fn eviction_frees_code_and_kernels_in_use_stay_valid() {
     let before = jit.stats().unwrap().code_bytes;
     drop(held);
     let after = jit.stats().unwrap().code_bytes;
-    assert_eq!(before - after, b1, "the evicted kernel's code is freed on release");
+    assert_eq!(
+        before - after,
+        b1,
+        "the evicted kernel's code is freed on release"
+    );
     // Re-requesting recompiles.
     jit.kernel(&plans[0]).unwrap();
     assert_eq!(jit.stats().unwrap().compiled, 4);
@@ -648,33 +736,73 @@ fn auto_uses_the_jit_only_when_it_pays() {
     let small = s8_plan(&[1000, 3]);
     let k = backends.select(dq::Backend::Auto, &small).unwrap();
     if backends.generated.is_some() {
-        assert_ne!(k.name(), "jit", "a one-off small plan takes the generated kernels");
+        assert_ne!(
+            k.name(),
+            "jit",
+            "a one-off small plan takes the generated kernels"
+        );
     }
     let big = s8_plan(&[dq_jit::PAYS_ELEMENTS]);
-    assert_eq!(backends.select(dq::Backend::Auto, &big).unwrap().name(), "jit");
+    assert_eq!(
+        backends.select(dq::Backend::Auto, &big).unwrap().name(),
+        "jit"
+    );
     // Once compiled, the small shape pays too.
     dq_jit::standard().kernel(&small).unwrap();
-    assert_eq!(backends.select(dq::Backend::Auto, &small).unwrap().name(), "jit");
+    assert_eq!(
+        backends.select(dq::Backend::Auto, &small).unwrap().name(),
+        "jit"
+    );
 }
 
 // ---- randomized ------------------------------------------------------------
 
 fn arb_case() -> impl Strategy<Value = (Case, u64)> {
     let dims = prop::collection::vec(0usize..9, 0..5);
-    (dims, 0usize..4, 0usize..3, 0usize..6, any::<u64>(), 0usize..4, any::<bool>()).prop_map(
-        |(shape, si, di, zi, seed, gran, strided)| {
+    (
+        dims,
+        0usize..4,
+        0usize..3,
+        0usize..6,
+        any::<u64>(),
+        0usize..4,
+        any::<bool>(),
+    )
+        .prop_map(|(shape, si, di, zi, seed, gran, strided)| {
             let (src, dst, zps) = (DYN_SRC[si], DYN_DST[di], DYN_ZPS[zi]);
             let mut r = Rng(seed | 1);
             let cases = granularities(src, zps, dst, &shape);
-            let mut c = cases
-                .into_iter()
-                .nth(gran % 4)
-                .unwrap_or_else(|| dynamic(DynamicDequantize::per_tensor(), src, zps, dst, &shape, &[1], false));
+            let mut c = cases.into_iter().nth(gran % 4).unwrap_or_else(|| {
+                dynamic(
+                    DynamicDequantize::per_tensor(),
+                    src,
+                    zps,
+                    dst,
+                    &shape,
+                    &[1],
+                    false,
+                )
+            });
             if !shape.is_empty() && matches!(c.op, Op::Dynamic(ref o) if o.group_shape.is_some()) {
                 // Random group shape.
-                let gs: Vec<i64> = shape.iter().map(|&d| 1 + r.below(d as u64 + 1) as i64).collect();
-                let ss: Vec<usize> = shape.iter().zip(&gs).map(|(&d, &g)| d.div_ceil(g as usize)).collect();
-                c = dynamic(DynamicDequantize::per_group(gs), src, zps, dst, &shape, &ss, false);
+                let gs: Vec<i64> = shape
+                    .iter()
+                    .map(|&d| 1 + r.below(d as u64 + 1) as i64)
+                    .collect();
+                let ss: Vec<usize> = shape
+                    .iter()
+                    .zip(&gs)
+                    .map(|(&d, &g)| d.div_ceil(g as usize))
+                    .collect();
+                c = dynamic(
+                    DynamicDequantize::per_group(gs),
+                    src,
+                    zps,
+                    dst,
+                    &shape,
+                    &ss,
+                    false,
+                );
             }
             if strided && shape.len() >= 2 {
                 // Random permutation of the physical layout, independently for src/dst.
@@ -693,8 +821,7 @@ fn arb_case() -> impl Strategy<Value = (Case, u64)> {
                 }
             }
             (c, seed)
-        },
-    )
+        })
 }
 
 proptest! {

@@ -87,7 +87,9 @@ impl Jit {
     /// malformed, or Cranelift fails.
     pub fn kernel(&self, plan: &Plan) -> Result<Kernel> {
         if plan.numel() == 0 {
-            return Err(unavailable("a plan with no elements needs no kernel".into()));
+            return Err(unavailable(
+                "a plan with no elements needs no kernel".into(),
+            ));
         }
         self.cache.get(self.formula, plan).map_err(unavailable)
     }
@@ -134,7 +136,9 @@ impl Jit {
 
     fn ir(&self, plan: &Plan) -> Result<cranelift_codegen::ir::Function> {
         if plan.numel() == 0 {
-            return Err(unavailable("a plan with no elements needs no kernel".into()));
+            return Err(unavailable(
+                "a plan with no elements needs no kernel".into(),
+            ));
         }
         let isa = compile::host_isa().map_err(unavailable)?;
         compile::build_ir(&Spec::of(self.formula, plan), &isa).map_err(unavailable)
@@ -313,6 +317,9 @@ mod tests {
             std::fs::write(path, &text).unwrap();
         }
         let want = std::fs::read_to_string(path).expect("tests/tiny.clif (DQ_BLESS=1 writes it)");
-        assert_eq!(text, want, "emitted CLIF changed: review, then rerun with DQ_BLESS=1");
+        assert_eq!(
+            text, want,
+            "emitted CLIF changed: review, then rerun with DQ_BLESS=1"
+        );
     }
 }

@@ -103,7 +103,10 @@ impl<'a, 'f> Translator<'a, 'f> {
     fn emit_entry(&mut self, start: Value, end: Value) {
         let ret = self.b.create_block();
         let body = self.b.create_block();
-        let empty = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, start, end);
+        let empty = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, start, end);
         self.b.ins().brif(empty, ret, &[], body, &[]);
         self.b.switch_to_block(body);
         let remaining = self.b.ins().isub(end, start);
@@ -228,7 +231,10 @@ impl<'a, 'f> Translator<'a, 'f> {
             let next = self.b.ins().iadd_imm_s(g, 1);
             let next = self.b.ins().imul_imm_s(next, inner.group as i64);
             let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-            (self.b.ins().umin(next, j1), self.b.ins().iadd(run.scale, off))
+            (
+                self.b.ins().umin(next, j1),
+                self.b.ins().iadd(run.scale, off),
+            )
         };
         let s = self.load_scale(sidx);
         let zidx = if self.spec.zps_broadcast {
@@ -720,11 +726,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// Evaluates the formula for `q`, `z` (ints) and `s` (work float), scalar or
     /// I32X4/F32X4 when `vector`.
     fn eval(&mut self, q: Value, z: Value, s: Value, vector: bool) -> Value {
-        let wty = if vector {
-            types::F32X4
-        } else {
-            self.work_ty()
-        };
+        let wty = if vector { types::F32X4 } else { self.work_ty() };
         let nodes = self.spec.formula.nodes;
         let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
         for node in nodes {
