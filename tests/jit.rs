@@ -831,3 +831,18 @@ proptest! {
         case.check(dq_jit::standard(), &Reference::default(), seed);
     }
 }
+
+#[test]
+#[ignore = "prints the machine code of the u4 -> bf16 group-128 kernel (DQ_JIT_DISASM=1)"]
+fn disasm_u4_bf16() {
+    let c = dynamic(
+        DynamicDequantize::per_group(vec![1, 128]),
+        DType::U4,
+        None,
+        DType::BF16,
+        &[64, 4096],
+        &[64, 32],
+        false,
+    );
+    Jit::new(&STANDARD, 1).kernel(&c.plan().unwrap()).unwrap();
+}

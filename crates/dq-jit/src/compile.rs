@@ -136,12 +136,19 @@ pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, String> {
         .declare_function("dq_kernel", Linkage::Local, &func.signature)
         .map_err(|e| e.to_string())?;
     let mut ctx = Context::for_function(func);
+    let disasm = std::env::var_os("DQ_JIT_DISASM").is_some();
+    ctx.set_disasm(disasm);
     module
         .define_function(id, &mut ctx)
         .map_err(|e| format!("{e:?}"))?;
     let code_bytes = ctx
         .compiled_code()
         .map_or(0, |c| c.code_info().total_size as usize);
+    if disasm {
+        if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+            eprintln!("{v}");
+        }
+    }
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let ptr = module.get_finalized_function(id);
     // SAFETY: `ptr` is the finalized entry of a function with exactly the
