@@ -113,7 +113,8 @@ impl Case {
             .map(|d| int_bytes(d.dtype, d.numel().unwrap(), &mut r));
         let dst_len = self.dst.dtype.bytes_for(span(&self.dst)).unwrap();
         let n = plan.numel();
-        let mut ranges = vec![0..n];
+        let mut ranges = Vec::with_capacity(4);
+        ranges.push(0..n);
         for _ in 0..3 {
             let a = r.below(n as u64 + 1) as usize;
             let b = r.below(n as u64 + 1) as usize;

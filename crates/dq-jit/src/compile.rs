@@ -144,10 +144,8 @@ pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, String> {
     let code_bytes = ctx
         .compiled_code()
         .map_or(0, |c| c.code_info().total_size as usize);
-    if disasm {
-        if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
-            eprintln!("{v}");
-        }
+    if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+        eprintln!("{v}");
     }
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let ptr = module.get_finalized_function(id);

@@ -326,7 +326,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     fn z_in_limit(&mut self, z: Option<Value>) -> Value {
         match z {
             Some(z) if self.an.z_checked => {
-                let z = self.to_i64(z);
+                let z = self.as_i64(z);
                 let biased = self.b.ins().iadd_imm_s(z, Z_LIMIT);
                 self.b
                     .ins()
@@ -336,7 +336,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
-    fn to_i64(&mut self, v: Value) -> Value {
+    fn as_i64(&mut self, v: Value) -> Value {
         if self.b.func.dfg.value_type(v) == types::I128 {
             self.b.ins().ireduce(types::I64, v)
         } else {
@@ -345,7 +345,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     fn splat_z(&mut self, z: Value) -> Value {
-        let z = self.to_i64(z);
+        let z = self.as_i64(z);
         let z = self.b.ins().ireduce(types::I32, z);
         self.b.ins().splat(types::I32X4, z)
     }
@@ -831,7 +831,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 self.b.ins().store(mem(), x, addr, 0);
             }
             _ => {
-                let x = self.to_16(y);
+                let x = self.round_16(y);
                 self.b.ins().istore16(mem(), x, addr, 0);
             }
         }
@@ -849,7 +849,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             return;
         }
-        let h: Vec<Value> = ys.into_iter().map(|y| self.to_16(y)).collect();
+        let h: Vec<Value> = ys.into_iter().map(|y| self.round_16(y)).collect();
         for k in 0..2 {
             let packed = self.b.ins().unarrow(h[2 * k], h[2 * k + 1]);
             self.b.ins().store(mem(), packed, addr, 16 * k as i32);
@@ -866,16 +866,16 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// f32 (scalar or F32X4) to f16/bf16 bits in the low half of each I32 lane.
-    fn to_16(&mut self, y: Value) -> Value {
+    fn round_16(&mut self, y: Value) -> Value {
         if self.spec.dst == DType::BF16 {
-            self.to_bf16(y)
+            self.round_bf16(y)
         } else {
-            self.to_f16(y)
+            self.round_f16(y)
         }
     }
 
     /// bf16: the integer RNE of `dq_runtime::convert::f32_to_bf16_bits`.
-    fn to_bf16(&mut self, y: Value) -> Value {
+    fn round_bf16(&mut self, y: Value) -> Value {
         let ity = self.b.func.dfg.value_type(y).as_int();
         let x = self.b.ins().bitcast(ity, lanes(), y);
         let hi = self.vushr(x, 16);
@@ -892,7 +892,7 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// f16: exact RNE by float rescaling (subnormals and overflow included); NaN keeps
     /// its top payload bits with the quiet bit set (as F16C and `half` do).
-    fn to_f16(&mut self, y: Value) -> Value {
+    fn round_f16(&mut self, y: Value) -> Value {
         let fty = self.b.func.dfg.value_type(y);
         let ity = fty.as_int();
         let fconst = |t: &mut Self, bits: u32| {
