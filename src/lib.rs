@@ -23,6 +23,7 @@
 extern crate self as dq;
 
 pub use dq_macros::dequant_kernel;
+pub use dq_jit;
 pub use dq_runtime::*;
 
 pub mod model;
@@ -63,7 +64,8 @@ impl Default for Options {
 pub fn backends() -> Backends {
     Backends {
         generated: Some(&generated::dequantize),
-        ..Backends::default()
+        jit: Some(dq_jit::standard()),
+        jit_pays: Some(|plan| dq_jit::standard().pays(plan)),
     }
 }
 
