@@ -22,6 +22,8 @@
 
 pub use dq_runtime::*;
 
+pub mod model;
+
 /// The README's Rust examples, compiled and run as doctests so they stay in sync.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
