@@ -105,7 +105,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         let job = plan.bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)?;
         let mut call = || job.run_parallel(kernel, a.case.threads);
         call()?; // warm-up (and JIT compilation)
-        if name == "jit" {
+        if name == "jit" && jit_compile_us.is_none() {
             jit_compile_us = compile_us(kernel, before);
         }
         let samples = sample(&mut call, a.reps, min_time)?;

@@ -153,6 +153,21 @@ fn check_npy_dtype(f: &FileTensor, want: DType, flag: &'static str) -> Result<()
 /// and the shape the case needs; a single zero point is read as a broadcast `[1]`.
 /// A size that fits neither is passed on as a 1-D shape so validation names the rule.
 fn read_param(case: &Case, role: Role, path: &Path) -> Result<(TensorDesc, Vec<u8>), CliError> {
+    let flag = if role == Role::Scales {
+        "scales"
+    } else {
+        "zps"
+    };
+    if io::format_of(path).is_err() {
+        return Err(CliError::BadList {
+            flag,
+            reason: format!(
+                "`{}` is not a .bin or .npy file (--op {} reads {flag} from a file; lists are for --op dequantize)",
+                path.display(),
+                case.op_name.name()
+            ),
+        });
+    }
     let f = io::read_tensor(path)?;
     if f.format == Format::Npy {
         let dtype = f.dtype.expect("npy has a dtype");
