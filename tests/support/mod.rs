@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod cases;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod guard;
 
 use dq::{Kernel, Reference};
 
