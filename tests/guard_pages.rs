@@ -20,8 +20,8 @@ mod linux {
     use std::ops::Range;
 
     use dq::{
-        AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Kernel, Op, Plan, Role,
-        Tensor, TensorDesc, TensorMut,
+        AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Kernel, Op, Plan, Role, Tensor,
+        TensorDesc, TensorMut,
     };
 
     use super::support::cases::{Case, assert_bits, float_bytes, int_bytes};
@@ -137,8 +137,16 @@ mod linux {
         let grans: Vec<(Op, Vec<usize>, bool)> = vec![
             (DynamicDequantize::per_tensor().into(), vec![1], false),
             (DynamicDequantize::per_channel(0).into(), vec![n], false),
-            (DynamicDequantize::per_group(vec![32]).into(), vec![n.div_ceil(32)], false),
-            (DynamicDequantize::per_group(vec![5]).into(), vec![n.div_ceil(5)], true),
+            (
+                DynamicDequantize::per_group(vec![32]).into(),
+                vec![n.div_ceil(32)],
+                false,
+            ),
+            (
+                DynamicDequantize::per_group(vec![5]).into(),
+                vec![n.div_ceil(5)],
+                true,
+            ),
         ];
         // Every zps dtype on a few lengths, one (rotating with n) on the others.
         let zpss: Vec<Option<DType>> = if FULL_MATRIX_LENGTHS.contains(&n) {
@@ -170,15 +178,27 @@ mod linux {
                 let shape = vec![2, n];
                 let gs = vec![2, n.div_ceil(7)];
                 let two: [(Op, Vec<usize>, bool); 3] = [
-                    (DynamicDequantize::per_group(vec![1, 7]).into(), gs.clone(), false),
+                    (
+                        DynamicDequantize::per_group(vec![1, 7]).into(),
+                        gs.clone(),
+                        false,
+                    ),
                     (DynamicDequantize::per_channel(-1).into(), vec![n], true),
-                    (DynamicDequantize::per_group(vec![2, 3]).into(), vec![1, n.div_ceil(3)], true),
+                    (
+                        DynamicDequantize::per_group(vec![2, 3]).into(),
+                        vec![1, n.div_ceil(3)],
+                        true,
+                    ),
                 ];
                 for (op, ss, transposed) in two {
                     v.push(Config {
                         op,
                         src_t,
-                        zps_t: Some(if src_t.is_4bit() { DType::U4 } else { DType::S32 }),
+                        zps_t: Some(if src_t.is_4bit() {
+                            DType::U4
+                        } else {
+                            DType::S32
+                        }),
                         dst_t,
                         shape: shape.clone(),
                         zps_shape: ss.clone(),

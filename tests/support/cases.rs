@@ -86,7 +86,12 @@ pub struct Case {
 impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "Case {{ op: {:?}", self.op)?;
-        writeln!(f, "  src: {} {}", self.src.0.describe(), hex(&self.src.1, 256))?;
+        writeln!(
+            f,
+            "  src: {} {}",
+            self.src.0.describe(),
+            hex(&self.src.1, 256)
+        )?;
         if let Some((d, b)) = &self.scales {
             writeln!(f, "  scales: {} {}", d.describe(), hex(b, 256))?;
         }
@@ -167,7 +172,14 @@ pub fn case_strategy(kind: Option<OpKind>) -> impl Strategy<Value = Case> {
         (0u8..3, any::<u64>()),
     )
         .prop_map(
-            |(kind, shape, (src_pick, dst_pick, zps_pick, zps_one), (g, a), (sl, dl), (mode, seed))| {
+            |(
+                kind,
+                shape,
+                (src_pick, dst_pick, zps_pick, zps_one),
+                (g, a),
+                (sl, dl),
+                (mode, seed),
+            )| {
                 Shape {
                     kind,
                     shape,
@@ -281,7 +293,10 @@ impl Shape {
             }
             OpKind::Axes => {
                 src_t = pick(&[DType::S8, DType::U8, DType::S32], self.src_pick);
-                dst_t = pick(&[DType::F16, DType::BF16, DType::F32, DType::F64], self.dst_pick);
+                dst_t = pick(
+                    &[DType::F16, DType::BF16, DType::F32, DType::F64],
+                    self.dst_pick,
+                );
                 zps_t = Some(src_t);
                 let (mask, order) = match &self.gran {
                     Gran::Axes { mask, order } => (*mask, order.clone()),
@@ -346,7 +361,11 @@ fn needed(d: &TensorDesc) -> usize {
 }
 
 fn extra(rng: &mut Rng) -> usize {
-    if rng.one_in(2) { 0 } else { rng.below(3) as usize }
+    if rng.one_in(2) {
+        0
+    } else {
+        rng.below(3) as usize
+    }
 }
 
 /// Integer data: random bits, with s32 extremes mixed in.
@@ -528,8 +547,10 @@ impl Case {
     /// Runs `kernel` through `Job::run_parallel` on `threads` threads.
     pub fn run_parallel(&self, kernel: &dyn Kernel, threads: usize) -> Vec<u8> {
         let plan = self.plan();
-        self.with_job(&plan, |j| j.run_parallel(kernel, threads).expect("run_parallel"))
-            .1
+        self.with_job(&plan, |j| {
+            j.run_parallel(kernel, threads).expect("run_parallel")
+        })
+        .1
     }
 }
 
