@@ -22,6 +22,8 @@
 
 pub use dq_runtime::*;
 
+pub mod model;
+
 /// How to run a call: which backend, on how many threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {

@@ -159,6 +159,9 @@ enum Val<F> {
     Float(F),
 }
 
+/// Formulas up to this many nodes are evaluated without allocating.
+const STACK_NODES: usize = 64;
+
 impl FormulaIr {
     /// Evaluates the formula for one element (the interpreter the reference uses).
     ///
@@ -166,7 +169,14 @@ impl FormulaIr {
     /// On a malformed IR (an operand index not before its node, a type mismatch);
     /// IR from `#[dequant_kernel]` is checked at compile time.
     pub fn eval<F: WorkFloat>(&self, q: i64, z: i64, s: F) -> F {
-        let mut vals: Vec<Val<F>> = Vec::with_capacity(self.nodes.len());
+        if self.nodes.len() <= STACK_NODES {
+            self.eval_in(&mut [Val::Int(0); STACK_NODES], q, z, s)
+        } else {
+            self.eval_in(&mut vec![Val::Int(0); self.nodes.len()], q, z, s)
+        }
+    }
+
+    fn eval_in<F: WorkFloat>(&self, vals: &mut [Val<F>], q: i64, z: i64, s: F) -> F {
         let int = |v: &[Val<F>], i: u16| match v[i as usize] {
             Val::Int(x) => x,
             Val::Float(_) => panic!("formula IR: node {i} is not an integer"),
@@ -175,26 +185,26 @@ impl FormulaIr {
             Val::Float(x) => x,
             Val::Int(_) => panic!("formula IR: node {i} is not a float"),
         };
-        for node in self.nodes {
-            let v = match *node {
+        for (k, node) in self.nodes.iter().enumerate() {
+            let done = &vals[..k];
+            vals[k] = match *node {
                 Node::Q => Val::Int(q as i128),
                 Node::Z => Val::Int(z as i128),
                 Node::S => Val::Float(s),
-                Node::IntSub(a, b) => Val::Int(int(&vals, a) - int(&vals, b)),
-                Node::Float(a) => Val::Float(F::from_int(int(&vals, a))),
+                Node::IntSub(a, b) => Val::Int(int(done, a) - int(done, b)),
+                Node::Float(a) => Val::Float(F::from_int(int(done, a))),
                 Node::Lit(bits) => Val::Float(F::from_lit(f64::from_bits(bits))),
-                Node::Neg(a) => Val::Float(-fl(&vals, a)),
-                Node::Abs(a) => Val::Float(fl(&vals, a).abs()),
-                Node::Add(a, b) => Val::Float(fl(&vals, a).add(fl(&vals, b))),
-                Node::Sub(a, b) => Val::Float(fl(&vals, a).sub(fl(&vals, b))),
-                Node::Mul(a, b) => Val::Float(fl(&vals, a).mul(fl(&vals, b))),
-                Node::Min(a, b) => Val::Float(min(fl(&vals, a), fl(&vals, b))),
-                Node::Max(a, b) => Val::Float(max(fl(&vals, a), fl(&vals, b))),
+                Node::Neg(a) => Val::Float(-fl(done, a)),
+                Node::Abs(a) => Val::Float(fl(done, a).abs()),
+                Node::Add(a, b) => Val::Float(fl(done, a).add(fl(done, b))),
+                Node::Sub(a, b) => Val::Float(fl(done, a).sub(fl(done, b))),
+                Node::Mul(a, b) => Val::Float(fl(done, a).mul(fl(done, b))),
+                Node::Min(a, b) => Val::Float(min(fl(done, a), fl(done, b))),
+                Node::Max(a, b) => Val::Float(max(fl(done, a), fl(done, b))),
             };
-            vals.push(v);
         }
-        match vals.last() {
-            Some(Val::Float(y)) => *y,
+        match self.nodes.len().checked_sub(1).map(|k| vals[k]) {
+            Some(Val::Float(y)) => y,
             _ => panic!("formula IR `{}` does not end in a float node", self.name),
         }
     }
