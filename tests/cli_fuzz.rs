@@ -148,13 +148,14 @@ fn npy_with_header(header: &str, data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Turns a valid generated case into a valid `dq run` invocation (`None` for a
-/// rank-0 per_group case: the CLI has no spelling for an empty group shape).
+/// Turns a valid generated case into a valid `dq run` invocation. `None` where the
+/// CLI has no spelling for the case: an empty group shape (rank-0 per_group) or an
+/// empty static scales/zps list (per_channel over a zero-sized axis).
 fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<Invocation> {
-    if let Op::Dynamic(o) = &case.op {
-        if o.group_shape.as_ref().is_some_and(|g| g.is_empty()) {
-            return None;
-        }
+    match &case.op {
+        Op::Dynamic(o) if o.group_shape.as_ref().is_some_and(|g| g.is_empty()) => return None,
+        Op::Dequantize(o) if o.scales.is_empty() => return None,
+        _ => {}
     }
     let mut flags: Vec<(String, Option<String>)> = Vec::new();
     let mut files = Vec::new();
@@ -606,4 +607,35 @@ fn valid_cases_round_trip() {
         inv.check()
             .unwrap_or_else(|e| panic!("{e}\nargs: {:?}", inv.args()));
     }
+}
+
+/// A 1-byte src broadcast (stride 0) to a 16 GiB dst: the output allocation must be
+/// refused with exit 2 (or succeed), not abort the process under a memory limit.
+#[test]
+fn huge_output_from_a_tiny_broadcast_src_is_not_an_abort() {
+    if !cli_available() {
+        return;
+    }
+    let inv = Invocation {
+        flags: [
+            ("--op", "dynamic"),
+            ("--src-type", "s8"),
+            ("--dst-type", "f32"),
+            ("--shape", "65536x65536"),
+            ("--src-strides", "0x0"),
+            ("--input", "src.bin"),
+            ("--scales", "scales.bin"),
+            ("--output", OUTPUT),
+        ]
+        .iter()
+        .map(|(f, v)| (f.to_string(), Some(v.to_string())))
+        .collect(),
+        files: vec![
+            ("src.bin".into(), vec![1]),
+            ("scales.bin".into(), 1f32.to_le_bytes().to_vec()),
+        ],
+        output_before: None,
+        expected: None,
+    };
+    inv.check().unwrap();
 }
