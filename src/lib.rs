@@ -24,6 +24,11 @@ pub use dq_runtime::*;
 
 pub mod model;
 
+/// The README's Rust examples, compiled and run as doctests so they stay in sync.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 /// How to run a call: which backend, on how many threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {

@@ -87,3 +87,66 @@ fn a_bad_group_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+/// `dq model --verify --json` on the tiny preset: bit equality and the counts.
+#[test]
+fn cli_model_verify_json_reports_counts() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dq"))
+        .args([
+            "model", "--preset", "tiny", "--scheme", "s4-f16", "--group", "64",
+        ])
+        .args(["--layers", "3", "--threads", "2", "--verify", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["verified"], true);
+    assert_eq!(j["tensors"], 21);
+    assert_eq!(j["layers"], 3);
+    assert_eq!(j["group"], 64);
+    assert_eq!(j["scheme"], "s4-f16");
+    let per_layer: u64 = model::preset("tiny")
+        .unwrap()
+        .weights
+        .iter()
+        .map(|w| (w.out * w.inp) as u64)
+        .sum();
+    assert_eq!(j["elements"], 3 * per_layer);
+    assert_eq!(j["dst_bytes"], 3 * per_layer * 2);
+    let backends = j["backends"].as_array().unwrap();
+    assert_eq!(backends.last().unwrap()["backend"], "reference");
+    for b in backends {
+        for k in [
+            "kernels_compiled",
+            "kernels_reused",
+            "compile_ms",
+            "dequant_s",
+            "gbps",
+        ] {
+            assert!(b[k].is_number(), "{k} missing in {b}");
+        }
+    }
+    if let Some(jit) = backends.iter().find(|b| b["backend"] == "jit") {
+        let used =
+            jit["kernels_compiled"].as_u64().unwrap() + jit["kernels_reused"].as_u64().unwrap();
+        assert_eq!(used, 21);
+    }
+}
+
+#[test]
+fn cli_model_rejects_unknown_preset_with_exit_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dq"))
+        .args(["model", "--preset", "gpt-9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown preset `gpt-9`") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -160,7 +160,7 @@ enum Val<F> {
 }
 
 /// Formulas up to this many nodes are evaluated without allocating.
-const STACK_NODES: usize = 64;
+const STACK_NODES: usize = 16;
 
 impl FormulaIr {
     /// Evaluates the formula for one element (the interpreter the reference uses).
@@ -169,6 +169,10 @@ impl FormulaIr {
     /// On a malformed IR (an operand index not before its node, a type mismatch);
     /// IR from `#[dequant_kernel]` is checked at compile time.
     pub fn eval<F: WorkFloat>(&self, q: i64, z: i64, s: F) -> F {
+        if self.nodes == STANDARD.nodes {
+            // The same steps as interpreting STANDARD, without the interpreter.
+            return F::from_int(q as i128 - z as i128).mul(s);
+        }
         if self.nodes.len() <= STACK_NODES {
             self.eval_in(&mut [Val::Int(0); STACK_NODES], q, z, s)
         } else {

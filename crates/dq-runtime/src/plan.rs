@@ -650,7 +650,7 @@ fn merge(outer: &Loop, inner: &Loop) -> Option<Loop> {
         };
         (g, outer.scale_stride)
     } else if outer.group == 1
-        && inner.len % inner.group == 0
+        && inner.len.is_multiple_of(inner.group)
         && outer.scale_stride == inner.scale_stride * (inner.len / inner.group)
     {
         (inner.group, inner.scale_stride)

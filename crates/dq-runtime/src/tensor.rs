@@ -83,14 +83,14 @@ impl TensorDesc {
             shape: self.shape.clone(),
         };
         let numel = self.numel().ok_or_else(overflow)?;
-        if let Some(s) = &self.strides {
-            if s.len() != self.shape.len() {
-                return Err(Error::StridesRank {
-                    role,
-                    expected: self.shape.len(),
-                    got: s.len(),
-                });
-            }
+        if let Some(s) = &self.strides
+            && s.len() != self.shape.len()
+        {
+            return Err(Error::StridesRank {
+                role,
+                expected: self.shape.len(),
+                got: s.len(),
+            });
         }
         if numel == 0 {
             return Ok(0);

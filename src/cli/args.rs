@@ -1,0 +1,224 @@
+//! The command line, declared with clap's derive API.
+//!
+//! The case flags are shared by `dq run` and `dq bench`; `run` marks the ones it
+//! needs as required at start-up (see [`command`]), `bench` fills in defaults.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use dq::{Backend, DType, Qtype};
+
+/// Bit-exact, fast dequantization (oneDNN Graph Dequantize semantics).
+#[derive(Debug, Parser)]
+#[command(name = "dq", version, about, arg_required_else_help = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Dequantize one tensor read from files and write the result to a file.
+    Run(RunArgs),
+    /// Time every available backend on generated data beside a memcpy yardstick.
+    Bench(BenchArgs),
+    /// Run built-in default cases, time them and check them against the reference.
+    Demo(DemoArgs),
+    /// The main job: dequantize every weight of a model preset with each backend.
+    Model(super::model::ModelArgs),
+}
+
+/// The three operations, as spelled on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OpName {
+    /// Static oneDNN `Dequantize`: scales and zero points are lists (attributes).
+    Dequantize,
+    /// oneDNN `DynamicDequantize`: scales and zero points are files.
+    Dynamic,
+    /// nGraph `Dequantize` with `--axes`: scales and zero points are files.
+    Axes,
+}
+
+impl OpName {
+    /// The CLI spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpName::Dequantize => "dequantize",
+            OpName::Dynamic => "dynamic",
+            OpName::Axes => "axes",
+        }
+    }
+}
+
+/// The flags that describe one dequantization case.
+#[derive(Clone, Debug, Args)]
+pub struct CaseArgs {
+    /// Operation: dequantize (static), dynamic or axes.
+    #[arg(long, value_enum)]
+    pub op: Option<OpName>,
+    /// Src dtype: s8, u8, s4, u4 or s32.
+    #[arg(long, value_parser = parse_dtype)]
+    pub src_type: Option<DType>,
+    /// Dst dtype: f32, f16, bf16 or f64.
+    #[arg(long, value_parser = parse_dtype)]
+    pub dst_type: Option<DType>,
+    /// Shape, e.g. 4096x4096; `scalar` for rank 0; zero-sized dims are legal.
+    #[arg(long, value_parser = parse_shape)]
+    pub shape: Option<Shape>,
+    /// Granularity: per_tensor (default), per_channel or per_group.
+    #[arg(long, value_parser = parse_qtype)]
+    pub qtype: Option<Qtype>,
+    /// Channel axis for per_channel (may be negative; default 1).
+    #[arg(long, allow_negative_numbers = true)]
+    pub axis: Option<i64>,
+    /// Group shape for per_group, e.g. 1x128 (one entry per dim).
+    #[arg(long, value_parser = parse_ilist_x)]
+    pub group_shape: Option<IntList>,
+    /// Axes set for --op axes, e.g. 0,2 (`none` or empty: per tensor).
+    #[arg(long, value_parser = parse_axes)]
+    pub axes: Option<IntList>,
+    /// Zero-point dtype of a .bin zps file: s4, u4, s8, u8 or s32.
+    #[arg(long, value_parser = parse_dtype)]
+    pub zps_type: Option<DType>,
+    /// Src strides in elements (nibbles for 4-bit), e.g. 1x4096.
+    #[arg(long, value_parser = parse_shape)]
+    pub src_strides: Option<Shape>,
+    /// Dst strides in elements, e.g. 1x4096 (the output file then holds the whole span).
+    #[arg(long, value_parser = parse_shape)]
+    pub dst_strides: Option<Shape>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+}
+
+/// `dq run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The case.
+    #[command(flatten)]
+    pub case: CaseArgs,
+    /// Input file (.bin raw little-endian, 4-bit packed; or .npy).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Scales: a comma list for --op dequantize, else a .bin (dst dtype) or .npy file.
+    #[arg(long, allow_hyphen_values = true)]
+    pub scales: Option<String>,
+    /// Zero points: a comma list for --op dequantize, else a .bin (--zps-type) or .npy file.
+    #[arg(long, allow_hyphen_values = true)]
+    pub zps: Option<String>,
+    /// Backend: reference, generated, jit or auto.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    pub backend: Backend,
+    /// Output file (.bin or .npy); written only when everything succeeded.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+/// `dq bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The case (default: dynamic u4 -> bf16 per_group 1x128 on 4096x4096, u4 zps).
+    #[command(flatten)]
+    pub case: CaseArgs,
+    /// Backends to time, comma separated (default: every available one).
+    #[arg(long, value_delimiter = ',', value_parser = parse_backend)]
+    pub backend: Vec<Backend>,
+    /// Minimum timed repetitions per backend.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Keep repeating until this many seconds were spent per backend.
+    #[arg(long, default_value_t = 0.2)]
+    pub min_time: f64,
+    /// Seed of the generated data.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `dq demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Backend to demonstrate: reference, generated, jit or auto.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    pub backend: Backend,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Rows and columns of the demo matrices.
+    #[arg(long, default_value_t = 4096)]
+    pub size: usize,
+}
+
+/// A parsed `AxB` list of sizes (empty for `scalar`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape(pub Vec<usize>);
+
+/// A parsed list of signed integers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntList(pub Vec<i64>);
+
+/// The clap command, with `dq run`'s case flags marked required.
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommand("run", |c| {
+        [
+            "op", "src_type", "dst_type", "shape", "input", "scales", "output",
+        ]
+        .into_iter()
+        .fold(c, |c, id| c.mut_arg(id, |a| a.required(true)))
+    })
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    s.parse().map_err(|e: dq::Error| e.to_string())
+}
+
+fn parse_qtype(s: &str) -> Result<Qtype, String> {
+    s.parse().map_err(|e: dq::Error| e.to_string())
+}
+
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    s.parse()
+}
+
+/// `4096x4096`, `7`, `0x5` or `scalar`.
+pub fn parse_shape(s: &str) -> Result<Shape, String> {
+    if s == "scalar" {
+        return Ok(Shape(Vec::new()));
+    }
+    s.split('x')
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{d}` is not a size (expected e.g. 4096x4096 or scalar)"))
+        })
+        .collect::<Result<_, _>>()
+        .map(Shape)
+}
+
+/// `1x128` (signed, so that `0` or `-1` reach validation and are reported there).
+fn parse_ilist_x(s: &str) -> Result<IntList, String> {
+    parse_ints(s, 'x').map(IntList)
+}
+
+/// `0,2`, or `none` / empty for the empty set.
+fn parse_axes(s: &str) -> Result<IntList, String> {
+    if s.is_empty() || s == "none" {
+        return Ok(IntList(Vec::new()));
+    }
+    parse_ints(s, ',').map(IntList)
+}
+
+/// Integers separated by `sep`.
+pub fn parse_ints(s: &str, sep: char) -> Result<Vec<i64>, String> {
+    s.split(sep)
+        .map(|v| {
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("`{v}` is not an integer"))
+        })
+        .collect()
+}

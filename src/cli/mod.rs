@@ -1,0 +1,73 @@
+//! The command-line tool: argument parsing, file I/O and the subcommands.
+//!
+//! Every invalid input ends the process with exit code 2 and one line on stderr
+//! naming the violated rule; nothing is written then.
+
+mod args;
+mod bench;
+mod case;
+mod data;
+mod demo;
+mod error;
+mod io;
+mod model;
+mod npy;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::FromArgMatches;
+use clap::error::ErrorKind;
+
+use args::{Cli, Command};
+use error::CliError;
+
+/// Parses the command line and runs the subcommand.
+pub fn main() -> ExitCode {
+    let matches = match args::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_error(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return clap_error(e),
+    };
+    let result = match &cli.command {
+        Command::Run(a) => run::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Bench(a) => bench::bench(a).map(|()| ExitCode::SUCCESS),
+        Command::Demo(a) => demo::demo(a),
+        Command::Model(a) => model::model(a),
+    };
+    result.unwrap_or_else(|e| fail(&e))
+}
+
+/// Prints one line and returns exit code 2.
+fn fail(e: &CliError) -> ExitCode {
+    eprintln!("dq: error: {e}");
+    ExitCode::from(2)
+}
+
+/// Help and version go to stdout (exit 0); usage errors become one line (exit 2).
+fn clap_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            print!("{}", e.render());
+            ExitCode::SUCCESS
+        }
+        _ => {
+            // The message is the first paragraph; clap lists missing flags on
+            // indented lines below the first, which are joined into it.
+            let text = e.render().to_string();
+            let para: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let msg = para.join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            fail(&CliError::Usage(format!("{msg} (see --help)")))
+        }
+    }
+}

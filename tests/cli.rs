@@ -1,0 +1,908 @@
+//! The `dq` binary: success cases compared bit for bit with the conformance vectors
+//! and library calls, one test per error class (exit code 2, one line on stderr, no
+//! output file created or modified), `dq bench --json` and `dq demo`.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{assert_same_bits, case_dirs};
+use dq::{DType, DynamicDequantize, Options, Tensor, TensorMut};
+use serde_json::Value;
+
+fn dq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dq"))
+        .args(args)
+        .output()
+        .expect("running the dq binary")
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_ok(o: &Output) {
+    assert!(o.status.success(), "dq failed: {}", stderr(o));
+}
+
+/// Writes a `.npy` file the way NumPy 1.x does (version 1.0, 64-byte aligned header).
+fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
+    let shape_txt = match shape {
+        [n] => format!("({n},)"),
+        s => format!(
+            "({})",
+            s.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Reads a `.npy` written by dq: (header text, data).
+fn read_npy(path: &Path) -> (String, Vec<u8>) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    assert_eq!((10 + hlen) % 64, 0, "header is 64-byte aligned");
+    (
+        String::from_utf8(b[10..10 + hlen].to_vec()).unwrap(),
+        b[10 + hlen..].to_vec(),
+    )
+}
+
+/// The CLI flags of one conformance case (scales / zps read from its folder).
+fn case_args(dir: &Path) -> (Vec<String>, DType) {
+    let j: Value = serde_json::from_slice(&std::fs::read(dir.join("case.json")).unwrap()).unwrap();
+    let s = |k: &str| j[k].as_str().unwrap().to_string();
+    let shape: Vec<String> = j["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    let shape = if shape.is_empty() {
+        "scalar".into()
+    } else {
+        shape.join("x")
+    };
+    let mut a: Vec<String> = vec![
+        "run".into(),
+        "--op".into(),
+        s("op"),
+        "--src-type".into(),
+        s("src_type"),
+        "--dst-type".into(),
+        s("dst_type"),
+        "--shape".into(),
+        shape,
+        "--input".into(),
+        dir.join("src.bin").to_str().unwrap().into(),
+    ];
+    let mut push = |k: &str, v: String| {
+        a.push(format!("--{k}"));
+        a.push(v);
+    };
+    let list = |v: &Value, x: &str| -> String {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(x)
+    };
+    if let Some(q) = j.get("qtype").and_then(Value::as_str) {
+        push("qtype", q.into());
+    }
+    if let Some(ax) = j.get("axis").and_then(Value::as_i64) {
+        push("axis", ax.to_string());
+    }
+    if let Some(g) = j.get("group_shape") {
+        push("group-shape", list(g, "x"));
+    }
+    if let Some(ax) = j.get("axes") {
+        push(
+            "axes",
+            if ax.as_array().unwrap().is_empty() {
+                "none".into()
+            } else {
+                list(ax, ",")
+            },
+        );
+    }
+    if j["op"] == "dequantize" {
+        let scales: Vec<String> = j["scales"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| format!("{:?}", x.as_f64().unwrap() as f32))
+            .collect();
+        push("scales", scales.join(","));
+        if !j["zps"].is_null() {
+            push("zps", list(&j["zps"], ","));
+        }
+    } else {
+        push("scales", dir.join("scales.bin").to_str().unwrap().into());
+        if let Some(z) = j["zps_type"].as_str() {
+            push("zps", dir.join("zps.bin").to_str().unwrap().into());
+            push("zps-type", z.into());
+        }
+    }
+    (a, s("dst_type").parse().unwrap())
+}
+
+#[test]
+fn run_reproduces_every_conformance_vector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = case_dirs();
+    assert_eq!(dirs.len(), 60);
+    for (i, dir) in dirs.iter().enumerate() {
+        let (mut args, dst_t) = case_args(dir);
+        let out = tmp.path().join(format!("out{i}.bin"));
+        args.extend([
+            "--output".into(),
+            p(&out).into(),
+            "--backend".into(),
+            "reference".into(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = dq(&args);
+        assert!(o.status.success(), "{}: {}", dir.display(), stderr(&o));
+        let want = std::fs::read(dir.join("dst.bin")).unwrap();
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(got, want, "{}", dir.display());
+        // The default backend (auto) on two threads: same bits (NaN compared as NaN).
+        let mut args = args.clone();
+        let last = args.len() - 2;
+        args.truncate(last);
+        args.extend(["--threads", "2"]);
+        assert_ok(&dq(&args));
+        assert_same_bits(
+            dst_t,
+            &std::fs::read(&out).unwrap(),
+            &want,
+            &dir.display().to_string(),
+        );
+    }
+}
+
+/// A dynamic u8 -> f32 per-channel case written as .npy files, with the expected
+/// output from a library call.
+struct NpyCase {
+    dir: tempfile::TempDir,
+    want: Vec<u8>,
+}
+
+fn npy_case() -> NpyCase {
+    let dir = tempfile::tempdir().unwrap();
+    let src: Vec<u8> = (0..24).map(|i| (i * 11) as u8).collect();
+    let scales = [0.5f32, -0.25, 0.125, 3.0];
+    let zps = [1u8, 2, 3, 4];
+    write_npy(&dir.path().join("src.npy"), "|u1", &[6, 4], &src);
+    write_npy(
+        &dir.path().join("scales.npy"),
+        "<f4",
+        &[4],
+        bytemuck::cast_slice(&scales),
+    );
+    write_npy(&dir.path().join("zps.npy"), "|u1", &[4], &zps);
+    let mut want = vec![0f32; 24];
+    dq::dequantize(
+        &DynamicDequantize::per_channel(1).into(),
+        &Tensor::from_slice(&src, &[6, 4]),
+        Some(&Tensor::from_slice(&scales, &[4])),
+        Some(&Tensor::from_slice(&zps, &[4])),
+        &mut TensorMut::from_slice(&mut want, &[6, 4]),
+        &Options::default(),
+    )
+    .unwrap();
+    NpyCase {
+        dir,
+        want: bytemuck::cast_slice(&want).to_vec(),
+    }
+}
+
+#[test]
+fn run_with_npy_files_in_and_out() {
+    let c = npy_case();
+    let d = c.dir.path();
+    let out = d.join("out.npy");
+    assert_ok(&dq(&[
+        "run",
+        "--op",
+        "dynamic",
+        "--src-type",
+        "u8",
+        "--dst-type",
+        "f32",
+        "--shape",
+        "6x4",
+        "--qtype",
+        "per_channel",
+        "--axis",
+        "-1",
+        "--input",
+        p(&d.join("src.npy")),
+        "--scales",
+        p(&d.join("scales.npy")),
+        "--zps",
+        p(&d.join("zps.npy")),
+        "--output",
+        p(&out),
+    ]));
+    let (header, data) = read_npy(&out);
+    assert!(
+        header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (6, 4), }"),
+        "{header}"
+    );
+    assert!(header.ends_with('\n'));
+    assert_eq!(data, c.want);
+}
+
+#[test]
+fn run_static_op_with_lists_to_npy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("src.bin");
+    std::fs::write(&input, [0u8, 10, 20, 30]).unwrap();
+    let out = tmp.path().join("out.npy");
+    assert_ok(&dq(&[
+        "run",
+        "--op",
+        "dequantize",
+        "--src-type",
+        "u8",
+        "--dst-type",
+        "f32",
+        "--shape",
+        "4",
+        "--input",
+        p(&input),
+        "--scales",
+        "0.1",
+        "--zps",
+        "10",
+        "--output",
+        p(&out),
+    ]));
+    let (header, data) = read_npy(&out);
+    assert!(header.contains("'shape': (4,)"), "{header}");
+    let want: Vec<u8> = [-10f32 * 0.1, 0.0, 10f32 * 0.1, 20f32 * 0.1]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(data, want);
+    // Per-channel with a negative axis and negative / special scales.
+    let out = tmp.path().join("out.bin");
+    assert_ok(&dq(&[
+        "run",
+        "--op",
+        "dequantize",
+        "--src-type",
+        "s8",
+        "--dst-type",
+        "f32",
+        "--shape",
+        "2x2",
+        "--qtype",
+        "per_channel",
+        "--axis",
+        "-2",
+        "--input",
+        p(&input),
+        "--scales",
+        "-0.5,inf",
+        "--output",
+        p(&out),
+    ]));
+    let got: Vec<f32> = f32s(&std::fs::read(&out).unwrap());
+    assert_eq!(got[..3], [-0.0, -5.0, f32::INFINITY]);
+    assert!(got[0].is_sign_negative());
+    assert_eq!(got[3], 30.0 * f32::INFINITY);
+}
+
+#[test]
+fn run_axes_op_with_f64_npy_output_and_scalar() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("src.bin"), (-5i32).to_le_bytes()).unwrap();
+    std::fs::write(d.join("scales.bin"), 0.1f64.to_le_bytes()).unwrap();
+    std::fs::write(d.join("zps.bin"), 2i32.to_le_bytes()).unwrap();
+    let out = d.join("out.npy");
+    assert_ok(&dq(&[
+        "run",
+        "--op",
+        "axes",
+        "--src-type",
+        "s32",
+        "--dst-type",
+        "f64",
+        "--shape",
+        "scalar",
+        "--input",
+        p(&d.join("src.bin")),
+        "--scales",
+        p(&d.join("scales.bin")),
+        "--zps",
+        p(&d.join("zps.bin")),
+        "--output",
+        p(&out),
+    ]));
+    let (header, data) = read_npy(&out);
+    assert!(
+        header.contains("'descr': '<f8'") && header.contains("'shape': ()"),
+        "{header}"
+    );
+    assert_eq!(data, (-7.0f64 * 0.1).to_le_bytes());
+}
+
+#[test]
+fn run_strided_src_and_dst_and_4bit_groups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // u4 physical [5, 3] seen transposed as [3, 5]; per_group [1, 2] (remainder group),
+    // one broadcast u4 zero point, bf16 out written transposed.
+    let nibbles: Vec<i8> = (0..15).map(|i| (i * 7 % 16) as i8).collect();
+    let packed = dq::dtype::pack_4bit(&nibbles);
+    std::fs::write(d.join("src.bin"), &packed).unwrap();
+    let scales: Vec<half::bf16> = (0..9)
+        .map(|i| half::bf16::from_f32(0.5 + i as f32))
+        .collect();
+    std::fs::write(d.join("scales.bin"), bytemuck::cast_slice::<_, u8>(&scales)).unwrap();
+    std::fs::write(d.join("zps.bin"), [0xf3u8]).unwrap(); // zp 3, padding nibble f
+    let out = d.join("out.bin");
+    assert_ok(&dq(&[
+        "run",
+        "--op",
+        "dynamic",
+        "--src-type",
+        "u4",
+        "--dst-type",
+        "bf16",
+        "--shape",
+        "3x5",
+        "--qtype",
+        "per_group",
+        "--group-shape",
+        "1x2",
+        "--src-strides",
+        "1x3",
+        "--dst-strides",
+        "1x3",
+        "--input",
+        p(&d.join("src.bin")),
+        "--scales",
+        p(&d.join("scales.bin")),
+        "--zps",
+        p(&d.join("zps.bin")),
+        "--zps-type",
+        "u4",
+        "--threads",
+        "2",
+        "--output",
+        p(&out),
+    ]));
+    let mut want = vec![half::bf16::ZERO; 15];
+    dq::dequantize(
+        &DynamicDequantize::per_group(vec![1, 2]).into(),
+        &Tensor::from_bytes(DType::U4, &[3, 5], &packed).with_strides(&[1, 3]),
+        Some(&Tensor::from_slice(&scales, &[3, 3])),
+        Some(&Tensor::from_bytes(DType::U4, &[1], &[0xf3])),
+        &mut TensorMut::from_slice(&mut want, &[3, 5]).with_strides(&[1, 3]),
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        bytemuck::cast_slice::<_, u8>(&want)
+    );
+}
+
+#[test]
+fn zero_sized_shape_writes_an_empty_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("src.bin"), []).unwrap();
+    std::fs::write(d.join("scales.bin"), 1.0f32.to_le_bytes()).unwrap();
+    let out = d.join("out.npy");
+    assert_ok(&dq(&[
+        "run",
+        "--op",
+        "dynamic",
+        "--src-type",
+        "s8",
+        "--dst-type",
+        "f32",
+        "--shape",
+        "0x3",
+        "--input",
+        p(&d.join("src.bin")),
+        "--scales",
+        p(&d.join("scales.bin")),
+        "--output",
+        p(&out),
+    ]));
+    let (header, data) = read_npy(&out);
+    assert!(header.contains("'shape': (0, 3)"), "{header}");
+    assert!(data.is_empty());
+}
+
+// --- errors: exit 2, one line, nothing written -----------------------------------
+
+/// A valid dynamic u8 -> f32 per_tensor case in a temp dir, plus a pre-existing
+/// output file `old.bin` to check that failures leave it alone.
+struct ErrCase {
+    dir: tempfile::TempDir,
+}
+
+const OLD: &[u8] = b"previous output";
+
+impl ErrCase {
+    fn new() -> ErrCase {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("src.bin"), [1u8, 2, 3, 4]).unwrap();
+        std::fs::write(dir.path().join("scales.bin"), 0.5f32.to_le_bytes()).unwrap();
+        std::fs::write(dir.path().join("zps.bin"), [1u8]).unwrap();
+        std::fs::write(dir.path().join("old.bin"), OLD).unwrap();
+        ErrCase { dir }
+    }
+
+    fn path(&self, f: &str) -> PathBuf {
+        self.dir.path().join(f)
+    }
+
+    /// The valid argument list with `edit` applied (flag -> new value, or removed).
+    fn args(&self, output: &str, edits: &[(&str, Option<&str>)]) -> Vec<String> {
+        let mut flags: Vec<(String, String)> = [
+            ("--op", "dynamic".to_string()),
+            ("--src-type", "u8".into()),
+            ("--dst-type", "f32".into()),
+            ("--shape", "4".into()),
+            ("--input", p(&self.path("src.bin")).into()),
+            ("--scales", p(&self.path("scales.bin")).into()),
+            ("--zps", p(&self.path("zps.bin")).into()),
+            ("--zps-type", "u8".into()),
+            ("--output", p(&self.path(output)).into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        for (k, v) in edits {
+            match (flags.iter().position(|(f, _)| f == k), v) {
+                (Some(i), Some(v)) => flags[i].1 = v.to_string(),
+                (Some(i), None) => {
+                    flags.remove(i);
+                }
+                (None, Some(v)) => flags.push((k.to_string(), v.to_string())),
+                (None, None) => {}
+            }
+        }
+        std::iter::once("run".to_string())
+            .chain(flags.into_iter().flat_map(|(k, v)| [k, v]))
+            .collect()
+    }
+
+    /// Runs with `edits` twice (new output, existing output) and checks the failure.
+    fn fails(&self, edits: &[(&str, Option<&str>)], message: &str) {
+        let before: Vec<PathBuf> = self.listing();
+        for output in ["new.bin", "old.bin"] {
+            let args = self.args(output, edits);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let o = dq(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "one line expected: {err:?}");
+            assert!(err.starts_with("dq: error: "), "{err}");
+            assert!(err.contains(message), "expected {message:?} in {err:?}");
+            assert!(o.stdout.is_empty());
+            assert!(!self.path("new.bin").exists(), "output created on error");
+            assert_eq!(
+                std::fs::read(self.path("old.bin")).unwrap(),
+                OLD,
+                "output modified"
+            );
+            assert_eq!(self.listing(), before, "stray files left behind");
+        }
+    }
+
+    fn listing(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+#[test]
+fn the_valid_error_case_succeeds() {
+    let c = ErrCase::new();
+    let args = c.args("new.bin", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_ok(&dq(&args));
+    let got: Vec<f32> = f32s(&std::fs::read(c.path("new.bin")).unwrap());
+    assert_eq!(got, [0.0, 0.5, 1.0, 1.5]);
+}
+
+#[test]
+fn error_validation_rule() {
+    ErrCase::new().fails(
+        &[("--qtype", Some("per_channel")), ("--axis", Some("3"))],
+        "axis 3 is out of range for rank 1 (expected -1 to 0)",
+    );
+}
+
+#[test]
+fn error_dtype_not_supported_by_op() {
+    ErrCase::new().fails(
+        &[("--dst-type", Some("f64"))],
+        "DynamicDequantize: dst dtype f64 is not supported",
+    );
+}
+
+#[test]
+fn error_unknown_dtype() {
+    ErrCase::new().fails(&[("--src-type", Some("i8"))], "unknown dtype `i8`");
+}
+
+#[test]
+fn error_unknown_qtype() {
+    ErrCase::new().fails(&[("--qtype", Some("per_row"))], "unknown qtype `per_row`");
+}
+
+#[test]
+fn error_missing_required_flag() {
+    ErrCase::new().fails(
+        &[("--shape", None)],
+        "required arguments were not provided: --shape",
+    );
+}
+
+#[test]
+fn error_unknown_flag() {
+    ErrCase::new().fails(
+        &[("--frobnicate", Some("1"))],
+        "unexpected argument '--frobnicate'",
+    );
+}
+
+#[test]
+fn error_bad_shape() {
+    ErrCase::new().fails(&[("--shape", Some("4xq"))], "`q` is not a size");
+}
+
+#[test]
+fn error_bad_static_list() {
+    ErrCase::new().fails(
+        &[
+            ("--op", Some("dequantize")),
+            ("--zps-type", None),
+            ("--zps", None),
+            ("--scales", Some("0.5,abc")),
+        ],
+        "--scales: `abc` is not a number",
+    );
+}
+
+#[test]
+fn error_flag_not_for_op() {
+    ErrCase::new().fails(
+        &[("--axes", Some("0"))],
+        "--axes is not used by --op dynamic",
+    );
+}
+
+#[test]
+fn error_missing_zps_type() {
+    ErrCase::new().fails(&[("--zps-type", None)], "--op dynamic needs --zps-type");
+}
+
+#[test]
+fn error_missing_input_file() {
+    ErrCase::new().fails(
+        &[("--input", Some("/nonexistent/src.bin"))],
+        "/nonexistent/src.bin: No such file",
+    );
+}
+
+#[test]
+fn error_unknown_extension() {
+    let c = ErrCase::new();
+    std::fs::write(c.path("src.txt"), [1u8, 2, 3, 4]).unwrap();
+    let input = c.path("src.txt");
+    c.fails(
+        &[("--input", Some(p(&input)))],
+        "unknown file type (expected a .bin or .npy file)",
+    );
+}
+
+#[test]
+fn error_src_file_size() {
+    let c = ErrCase::new();
+    c.fails(
+        &[("--shape", Some("3"))],
+        "src file has 4 bytes, expected 3",
+    );
+    c.fails(
+        &[("--shape", Some("5"))],
+        "src buffer too small: u8 [5] needs 5 bytes, got 4",
+    );
+}
+
+#[test]
+fn error_param_shape() {
+    ErrCase::new().fails(
+        &[("--qtype", Some("per_channel")), ("--axis", Some("0"))],
+        "scales shape [1] is wrong for per_channel on axis 0: expected [4]",
+    );
+}
+
+#[test]
+fn error_forged_npy_header() {
+    let c = ErrCase::new();
+    // Declares 2^40 elements but holds 4 bytes: rejected before any allocation.
+    write_npy(
+        &c.path("big.npy"),
+        "|u1",
+        &[1 << 20, 1 << 20],
+        &[1, 2, 3, 4],
+    );
+    let big = c.path("big.npy");
+    c.fails(
+        &[("--input", Some(p(&big)))],
+        "bad .npy file: header declares u8[1048576, 1048576]",
+    );
+    // Header length past the end of the file.
+    let mut b = b"\x93NUMPY\x01\x00\xff\xff{".to_vec();
+    b.extend_from_slice(&[b' '; 20]);
+    std::fs::write(c.path("cut.npy"), b).unwrap();
+    let cut = c.path("cut.npy");
+    c.fails(
+        &[("--input", Some(p(&cut)))],
+        "header length 65535 does not fit the file",
+    );
+    std::fs::write(c.path("junk.npy"), b"not numpy at all").unwrap();
+    let junk = c.path("junk.npy");
+    c.fails(
+        &[("--input", Some(p(&junk)))],
+        "missing the \\x93NUMPY magic string",
+    );
+    write_npy(&c.path("be.npy"), ">i4", &[1], &[0, 0, 0, 1]);
+    let be = c.path("be.npy");
+    c.fails(
+        &[("--scales", Some(p(&be)))],
+        "only little-endian is supported",
+    );
+}
+
+#[test]
+fn error_npy_dtype_or_shape_differs_from_flags() {
+    let c = ErrCase::new();
+    write_npy(&c.path("s8.npy"), "|i1", &[4], &[1, 2, 3, 4]);
+    let f = c.path("s8.npy");
+    c.fails(
+        &[("--input", Some(p(&f)))],
+        ".npy holds s8 but --src-type is u8",
+    );
+    write_npy(&c.path("u8.npy"), "|u1", &[2, 2], &[1, 2, 3, 4]);
+    let f = c.path("u8.npy");
+    c.fails(
+        &[("--input", Some(p(&f)))],
+        ".npy has shape [2, 2] but --shape is [4]",
+    );
+    // Scales in a .npy bring their own dtype: validation names the rule.
+    write_npy(&c.path("s64.npy"), "<f8", &[1], &0.5f64.to_le_bytes());
+    let f = c.path("s64.npy");
+    c.fails(
+        &[("--scales", Some(p(&f)))],
+        "scales dtype f64 differs from dst dtype f32",
+    );
+}
+
+#[test]
+fn error_numpy_has_no_bf16() {
+    let c = ErrCase::new();
+    std::fs::write(
+        c.path("scales16.bin"),
+        half::bf16::from_f32(0.5).to_le_bytes(),
+    )
+    .unwrap();
+    let s = c.path("scales16.bin");
+    let out = c.path("out.npy");
+    c.fails(
+        &[
+            ("--dst-type", Some("bf16")),
+            ("--scales", Some(p(&s))),
+            ("--output", Some(p(&out))),
+        ],
+        "NumPy has no bf16 dtype; use a .bin file",
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn error_backend_unavailable() {
+    let b = dq::backends();
+    if b.jit.is_some() && b.generated.is_some() {
+        eprintln!("SKIPPED: every backend is built in; no unavailable backend to choose");
+        return;
+    }
+    let name = if b.jit.is_none() { "jit" } else { "generated" };
+    ErrCase::new().fails(
+        &[("--backend", Some(name))],
+        &format!("backend `{name}` is unavailable"),
+    );
+}
+
+#[test]
+fn error_zero_threads() {
+    ErrCase::new().fails(
+        &[("--threads", Some("0"))],
+        "thread count must be at least 1",
+    );
+}
+
+#[test]
+fn error_output_folder_missing() {
+    ErrCase::new().fails(
+        &[("--output", Some("/nonexistent-dir/out.bin"))],
+        "/nonexistent-dir/out.bin: No such file",
+    );
+}
+
+// --- other subcommands -----------------------------------------------------------
+
+#[test]
+fn no_arguments_prints_help() {
+    let o = dq(&[]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("Usage: dq <COMMAND>") && out.contains("run") && out.contains("bench"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bench_json_has_every_field() {
+    let o = dq(&[
+        "bench",
+        "--shape",
+        "64x256",
+        "--reps",
+        "2",
+        "--min-time",
+        "0",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    assert_ok(&o);
+    let j: Value = serde_json::from_slice(&o.stdout).expect("bench --json prints JSON");
+    let case = &j["case"];
+    for k in [
+        "op",
+        "src_type",
+        "dst_type",
+        "zps_type",
+        "shape",
+        "qtype",
+        "group_shape",
+        "elements",
+        "src_bytes",
+        "dst_bytes",
+        "threads",
+    ] {
+        assert!(case.get(k).is_some(), "case.{k} missing: {case}");
+    }
+    assert_eq!(case["op"], "dynamic");
+    assert_eq!(case["src_type"], "u4");
+    assert_eq!(case["dst_type"], "bf16");
+    assert_eq!(case["elements"], 64 * 256);
+    assert_eq!(case["src_bytes"], 64 * 256 / 2);
+    assert_eq!(case["dst_bytes"], 64 * 256 * 2);
+    let rows = j["backends"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["backend"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"reference") && names.contains(&"memcpy"),
+        "{names:?}"
+    );
+    let b = dq::backends();
+    assert_eq!(names.contains(&"generated"), b.generated.is_some());
+    assert_eq!(names.contains(&"jit"), b.jit.is_some());
+    for r in rows {
+        let (t, g) = (r["median_s"].as_f64().unwrap(), r["gbps"].as_f64().unwrap());
+        assert!(t > 0.0 && g > 0.0, "{r}");
+        let bytes = if r["backend"] == "memcpy" {
+            2 * 64 * 256 * 2
+        } else {
+            64 * 256 / 2 + 64 * 256 * 2
+        };
+        assert_eq!(r["bytes"], bytes);
+        assert!((g - bytes as f64 / t / 1e9).abs() <= 1e-9 * g.max(1.0));
+        assert!(r["reps"].as_u64().unwrap() >= 2);
+    }
+    assert!(j.get("jit_compile_us").is_some());
+    assert_eq!(j["jit_compile_us"].is_null(), b.jit.is_none());
+}
+
+#[test]
+fn bench_limits_backends_and_rejects_unavailable_ones() {
+    let o = dq(&[
+        "bench",
+        "--op",
+        "axes",
+        "--src-type",
+        "s32",
+        "--dst-type",
+        "f64",
+        "--shape",
+        "8x8",
+        "--axes",
+        "1",
+        "--backend",
+        "reference",
+        "--reps",
+        "1",
+        "--min-time",
+        "0",
+        "--json",
+    ]);
+    assert_ok(&o);
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = j["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["reference", "memcpy"]);
+    assert_eq!(j["case"]["axes"], serde_json::json!([1]));
+    if dq::backends().jit.is_none() {
+        let o = dq(&["bench", "--shape", "8x128", "--backend", "jit"]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains("backend `jit` is unavailable"));
+    }
+    let o = dq(&["bench", "--shape", "8x128", "--group-shape", "1x0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).trim(),
+        "dq: error: group_shape entry 0 for dimension 1 is below 1"
+    );
+}
+
+#[test]
+fn demo_checks_bit_exactness() {
+    let o = dq(&["demo", "--size", "64"]);
+    assert_ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.matches("bit-exact vs the reference on").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains("demo: all cases bit-exact"), "{out}");
+}
