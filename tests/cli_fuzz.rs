@@ -137,7 +137,7 @@ fn npy(dtype: DType, shape: &[usize], data: &[u8]) -> Option<Vec<u8>> {
 /// A version 1.0 `.npy` file with `header` (padded as NumPy does) and `data`.
 fn npy_with_header(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');
@@ -179,10 +179,14 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
     flag("src-type", case.src.0.dtype.to_string());
     flag("dst-type", case.dst.0.dtype.to_string());
     flag("shape", shape_str(&shape));
-    if let Some(s) = &case.src.0.strides {
-        if !case.src.0.is_dense() {
-            flag("src-strides", shape_str(s));
-        }
+    if let Some(s) = case
+        .src
+        .0
+        .strides
+        .as_ref()
+        .filter(|_| !case.src.0.is_dense())
+    {
+        flag("src-strides", shape_str(s));
     }
     match &mut case.op {
         Op::Dequantize(o) => {
@@ -482,10 +486,8 @@ impl Invocation {
         match out.status.code() {
             Some(0) => {
                 let got = output_now.ok_or("exit 0 without an output file")?;
-                if let Some(want) = &self.expected {
-                    if &got != want {
-                        return Err("exit 0 but the output differs from the reference".into());
-                    }
+                if self.expected.as_ref().is_some_and(|want| &got != want) {
+                    return Err("exit 0 but the output differs from the reference".into());
                 }
                 Ok(())
             }

@@ -114,18 +114,18 @@ fn generator_covers_the_edges() {
         empty += (c.numel() == 0) as usize;
         scalar += shape.is_empty() as usize;
         strided += (!c.src.0.is_dense() || !c.dst.0.is_dense()) as usize;
-        if let dq::Op::Dynamic(o) = &c.op {
-            if let Some(g) = &o.group_shape {
-                remainder += shape.iter().zip(g).any(|(&d, &g)| d % g as usize != 0) as usize;
-            }
+        if let dq::Op::Dynamic(dq::DynamicDequantize {
+            group_shape: Some(g),
+            ..
+        }) = &c.op
+        {
+            remainder += shape.iter().zip(g).any(|(&d, &g)| d % g as usize != 0) as usize;
         }
-        if let Some((d, b)) = &c.scales {
-            if d.dtype == dq::DType::F16 {
-                nan_scale += b
-                    .chunks(2)
-                    .any(|x| half::f16::from_le_bytes([x[0], x[1]]).is_nan())
-                    as usize;
-            }
+        if let Some((_, b)) = c.scales.as_ref().filter(|s| s.0.dtype == dq::DType::F16) {
+            nan_scale += b
+                .chunks(2)
+                .any(|x| half::f16::from_le_bytes([x[0], x[1]]).is_nan())
+                as usize;
         }
     }
     assert!(empty > 20, "zero-sized cases: {empty}");

@@ -82,7 +82,8 @@ mod linux {
     pub(super) fn run_guarded(kernel: &dyn Kernel, case: &Case, guard: Guard) -> Vec<Vec<u8>> {
         let plan = case.plan();
         let n = case.numel();
-        let splits: [&[Range<usize>]; 2] = [&[0..n], &[0..n / 3, n / 3..n]];
+        // Whole, then split in two at n / 3.
+        let splits = [[0..n, n..n], [0..n / 3, n / 3..n]];
         let src_buf = GuardBuf::new(&case.src.1, guard);
         let scales_buf = case.scales.as_ref().map(|(_, b)| GuardBuf::new(b, guard));
         let zps_buf = case.zps.as_ref().map(|(_, b)| GuardBuf::new(b, guard));
@@ -105,13 +106,14 @@ mod linux {
                 desc: case.dst.0.clone(),
                 data: dst_buf.as_mut_slice(),
             };
-            let job = plan
-                .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
-                .expect("exact-size buffers bind");
-            for r in ranges {
-                job.run_range(kernel, r.clone()).expect("run_range");
+            {
+                let job = plan
+                    .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
+                    .expect("exact-size buffers bind");
+                for r in ranges {
+                    job.run_range(kernel, r).expect("run_range");
+                }
             }
-            drop(job);
             outs.push(dst_buf.as_slice().to_vec());
         }
         outs

@@ -240,10 +240,8 @@ fn mutate(input: &mut Input, m: Mutation) {
             }
         }
         Mutation::Dim(w, i, d) => {
-            if let Some(t) = desc_mut(input, w) {
-                if let Some(x) = t.shape.get_mut(i) {
-                    *x = d;
-                }
+            if let Some(x) = desc_mut(input, w).and_then(|t| t.shape.get_mut(i)) {
+                *x = d;
             }
         }
         Mutation::DropDim(w) => {
@@ -453,10 +451,10 @@ fn check(input: &Input) -> Result<(), String> {
     // `dequantize` builds its plan from the tensors it is given (the overrides).
     let folded = input.folded();
     let want = folded.run_plan(reference(), &bufs)?;
-    if let Some(got) = input.run_api(&bufs)? {
-        if Some(&got) != want.as_ref() {
-            return Err("dequantize: Ok but the reference refuses or differs".into());
-        }
+    if let Some(got) = input.run_api(&bufs)?
+        && Some(&got) != want.as_ref()
+    {
+        return Err("dequantize: Ok but the reference refuses or differs".into());
     }
     Ok(())
 }

@@ -244,7 +244,7 @@ impl Shape {
                     _ => (Dequantize::new(vec![]), 1),
                 };
                 o.scales = (0..n).map(|_| f32_value(&mut rng, self.mode)).collect();
-                if self.zps_pick % 3 != 0 {
+                if !self.zps_pick.is_multiple_of(3) {
                     o.zps = Some((0..n).map(|_| static_zp(&mut rng)).collect());
                 }
                 op = o.into();
@@ -284,7 +284,7 @@ impl Shape {
                     _ => (DynamicDequantize::per_tensor(), vec![1]),
                 };
                 op = o.into();
-                zps_shape = if self.zps_one % 4 == 0 {
+                zps_shape = if self.zps_one.is_multiple_of(4) {
                     vec![1; self.zps_one as usize / 4 % 4] // broadcast: [] .. [1, 1, 1]
                 } else {
                     ss.clone()
