@@ -26,7 +26,7 @@ mod linux {
 
     use super::support::cases::{Case, assert_bits, float_bytes, int_bytes};
     use super::support::guard::{Guard, GuardBuf};
-    use super::support::{Rng, Variant, all_variants, reference};
+    use super::support::{Rng, Variant, all_variants, backend_variants, reference};
 
     /// A dense descriptor, or the transposed view of a `[d1, d0]` buffer.
     fn desc(dtype: DType, shape: &[usize], transposed: bool) -> TensorDesc {
@@ -287,6 +287,55 @@ mod linux {
             variants.len()
         );
         assert!(runs > 0);
+    }
+
+    /// Outputs larger than the last-level cache (the sizes where backends switch to
+    /// non-temporal / streaming stores), with odd tails, against the guard pages.
+    #[test]
+    fn large_streaming_outputs_stay_inside_guarded_buffers() {
+        let mut rng = Rng(0xbb67_ae85_84ca_a73b);
+        let n8 = 10_000_003; // s8 -> f32: 40 MB of dst
+        let n4 = 20_000_001; // u4 -> bf16, group 128: 40 MB of dst, odd nibble count
+        let configs = [
+            Config {
+                op: DynamicDequantize::per_tensor().into(),
+                src_t: DType::S8,
+                zps_t: Some(DType::S8),
+                dst_t: DType::F32,
+                shape: vec![n8],
+                scale_shape: vec![1],
+                zps_shape: vec![1],
+                transposed: false,
+            },
+            Config {
+                op: DynamicDequantize::per_group(vec![128]).into(),
+                src_t: DType::U4,
+                zps_t: Some(DType::U4),
+                dst_t: DType::BF16,
+                shape: vec![n4],
+                scale_shape: vec![n4.div_ceil(128)],
+                zps_shape: vec![n4.div_ceil(128)],
+                transposed: false,
+            },
+        ];
+        for cfg in &configs {
+            let case = case(cfg, &mut rng);
+            let want = case.run(reference());
+            let (variants, guards) = match backend_variants() {
+                v if v.is_empty() => {
+                    eprintln!("SKIPPED: no backend besides the reference; checking it alone");
+                    (all_variants(), &[Guard::After][..])
+                }
+                v => (v, &[Guard::After, Guard::Before][..]),
+            };
+            for v in &variants {
+                for &guard in guards {
+                    for got in run_guarded(v.kernel, &case, guard) {
+                        assert_bits(&case, &got, &want, &format!("{} {guard:?}", v.name));
+                    }
+                }
+            }
+        }
     }
 
     /// A kernel that touches one byte outside a buffer, then does the right thing.
