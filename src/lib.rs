@@ -20,6 +20,10 @@
 //! ```
 #![deny(missing_docs)]
 
+extern crate self as dq;
+
+pub use dq_macros::dequant_kernel;
+pub use dq_jit;
 pub use dq_runtime::*;
 
 pub mod model;
@@ -28,6 +32,15 @@ pub mod model;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+pub mod generated;
+
+/// What `#[dequant_kernel]` expansions name; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use dq_runtime::formula::{FormulaIr, Node};
+    pub use dq_runtime::kernels::{Entry, Formula, GeneratedKernel, Lanes, dtypes};
+}
 
 /// How to run a call: which backend, on how many threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +62,11 @@ impl Default for Options {
 
 /// The backends this build of dq offers.
 pub fn backends() -> Backends {
-    Backends::default()
+    Backends {
+        generated: Some(&generated::dequantize),
+        jit: Some(dq_jit::standard()),
+        jit_pays: Some(|plan| dq_jit::standard().pays(plan)),
+    }
 }
 
 /// Validates and runs one dequantization.

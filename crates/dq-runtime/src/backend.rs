@@ -68,6 +68,9 @@ pub struct Backends {
     pub generated: Option<&'static dyn Kernel>,
     /// The JIT.
     pub jit: Option<&'static dyn Kernel>,
+    /// Whether the JIT pays for a plan under `auto` (its kernel is cached, or the
+    /// work earns back a compile); `None` means it never does.
+    pub jit_pays: Option<fn(&Plan) -> bool>,
 }
 
 static REFERENCE: Reference = Reference {
@@ -77,8 +80,10 @@ static REFERENCE: Reference = Reference {
 impl Backends {
     /// The kernel to run `plan` with for `choice`.
     ///
-    /// `auto` takes the generated kernels when they support the plan, then the JIT,
-    /// then the reference. An explicit choice never falls back.
+    /// `auto` takes the JIT when it pays (`jit_pays`: a cached kernel, or work large
+    /// enough to earn back the compile), else the generated kernels when they
+    /// support the plan, else the JIT, else the reference. An explicit choice never
+    /// falls back.
     ///
     /// # Errors
     /// [`Error::BackendUnavailable`] when the chosen backend is absent or refuses the plan.
@@ -96,9 +101,15 @@ impl Backends {
             Backend::Reference => Ok(&REFERENCE),
             Backend::Generated => pick(self.generated, choice),
             Backend::Jit => pick(self.jit, choice),
-            Backend::Auto => Ok(pick(self.generated, Backend::Generated)
-                .or_else(|_| pick(self.jit, Backend::Jit))
-                .unwrap_or(&REFERENCE)),
+            Backend::Auto => {
+                let pays = self.jit_pays.is_some_and(|f| f(plan));
+                let jit = || pick(self.jit, Backend::Jit);
+                let first = if pays { jit() } else { Err(absent(choice)) };
+                Ok(first
+                    .or_else(|_| pick(self.generated, Backend::Generated))
+                    .or_else(|_| jit())
+                    .unwrap_or(&REFERENCE))
+            }
         }
     }
 }

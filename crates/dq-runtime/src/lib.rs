@@ -17,12 +17,14 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod arch;
 pub mod backend;
 pub mod convert;
 pub mod dtype;
 pub mod error;
 pub mod exec;
 pub mod formula;
+pub mod kernels;
 pub mod op;
 pub mod plan;
 pub mod reference;
@@ -33,6 +35,7 @@ pub use dtype::DType;
 pub use error::{Error, Result, Role};
 pub use exec::{Job, Kernel, KernelStats};
 pub use formula::{FormulaIr, Node, STANDARD};
+pub use kernels::GeneratedKernel;
 pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
 pub use plan::{Loop, Plan};
 pub use reference::Reference;

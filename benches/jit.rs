@@ -1,0 +1,141 @@
+//! JIT throughput next to the generated kernels, the reference and memcpy.
+//!
+//! Metric: GB/s = (src bytes + dst bytes) / median time, one thread. `memcpy` copies
+//! a buffer of the dst's size (read + write counted) in the same run as the yardstick.
+//! `jit` streams large dense outputs with non-temporal stores; `jit_plain` turns that
+//! off. `generated` appears when the build has the generated backend.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use dq::dq_jit;
+use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, Tensor, TensorDesc, TensorMut};
+
+struct Work {
+    name: &'static str,
+    op: Op,
+    src: DType,
+    dst: DType,
+    shape: [usize; 2],
+    scale_shape: Vec<usize>,
+    zps: Option<DType>,
+}
+
+fn works() -> Vec<Work> {
+    let big = [4096, 4096];
+    vec![
+        Work {
+            name: "s8_f32_per_channel_16M",
+            op: DynamicDequantize::per_channel(0).into(),
+            src: DType::S8,
+            dst: DType::F32,
+            shape: big,
+            scale_shape: vec![4096],
+            zps: Some(DType::S8),
+        },
+        Work {
+            name: "u4_bf16_group128_16M",
+            op: DynamicDequantize::per_group(vec![1, 128]).into(),
+            src: DType::U4,
+            dst: DType::BF16,
+            shape: big,
+            scale_shape: vec![4096, 32],
+            zps: None,
+        },
+        Work {
+            name: "s8_f32_per_channel_64K",
+            op: DynamicDequantize::per_channel(0).into(),
+            src: DType::S8,
+            dst: DType::F32,
+            shape: [256, 256],
+            scale_shape: vec![256],
+            zps: Some(DType::S8),
+        },
+        Work {
+            name: "u4_bf16_group128_64K",
+            op: DynamicDequantize::per_group(vec![1, 128]).into(),
+            src: DType::U4,
+            dst: DType::BF16,
+            shape: [256, 256],
+            scale_shape: vec![256, 2],
+            zps: None,
+        },
+        Work {
+            name: "u4_f16_group128_16M",
+            op: DynamicDequantize::per_group(vec![1, 128]).into(),
+            src: DType::U4,
+            dst: DType::F16,
+            shape: big,
+            scale_shape: vec![4096, 32],
+            zps: None,
+        },
+    ]
+}
+
+fn bench(c: &mut Criterion) {
+    let backends = dq::backends();
+    for w in works() {
+        let n = w.shape[0] * w.shape[1];
+        let src_b: Vec<u8> = (0..w.src.bytes_for(n).unwrap())
+            .map(|i| (i * 37 % 251) as u8)
+            .collect();
+        let ns: usize = w.scale_shape.iter().product();
+        let mut scales = Vec::new();
+        for i in 0..ns {
+            let v = 0.01 + i as f32 * 1e-4;
+            match w.dst {
+                DType::F32 => scales.extend(v.to_le_bytes()),
+                DType::F16 => scales.extend(half::f16::from_f32(v).to_le_bytes()),
+                _ => scales.extend(half::bf16::from_f32(v).to_le_bytes()),
+            }
+        }
+        let zps_b: Vec<u8> = (0..ns).map(|i| (i % 7) as u8).collect();
+        let dst_bytes = w.dst.bytes_for(n).unwrap();
+        let mut out = vec![0u8; dst_bytes];
+        let src_d = TensorDesc::new(w.src, &w.shape);
+        let sc_d = TensorDesc::new(w.dst, &w.scale_shape);
+        let z_d = w.zps.map(|t| TensorDesc::new(t, &w.scale_shape));
+        let dst_d = TensorDesc::new(w.dst, &w.shape);
+        let plan = Plan::new(&w.op, &src_d, Some(&sc_d), z_d.as_ref(), &dst_d).unwrap();
+        let src = Tensor::from_bytes(w.src, &w.shape, &src_b);
+        let sc = Tensor::from_bytes(w.dst, &w.scale_shape, &scales);
+        let z = w.zps.map(|t| Tensor::from_bytes(t, &w.scale_shape, &zps_b));
+
+        let mut g = c.benchmark_group(w.name);
+        g.throughput(Throughput::Bytes((src_b.len() + dst_bytes) as u64));
+        if n > 1 << 20 {
+            g.sample_size(20);
+        }
+        let copy_src = vec![1u8; dst_bytes];
+        let mut copy_dst = vec![0u8; dst_bytes];
+        g.bench_function(BenchmarkId::new("memcpy", dst_bytes), |b| {
+            b.iter(|| copy_dst.copy_from_slice(std::hint::black_box(&copy_src)))
+        });
+        let jit = dq_jit::standard();
+        let mut kernels: Vec<(&str, &dyn Kernel)> = vec![("jit", jit)];
+        if let Some(generated) = backends.generated {
+            kernels.push(("generated", generated));
+        }
+        if n <= 1 << 16 {
+            kernels.push((
+                "reference",
+                &Reference {
+                    formula: &dq::STANDARD,
+                },
+            ));
+        }
+        for (name, k) in kernels {
+            let mut d = TensorMut::from_bytes(w.dst, &w.shape, &mut out);
+            let job = plan.bind(&src, Some(&sc), z.as_ref(), &mut d).unwrap();
+            job.run(k).unwrap();
+            g.bench_function(name, |b| b.iter(|| job.run(k).unwrap()));
+            if name == "jit" && n > 1 << 20 {
+                jit.set_streaming(false);
+                g.bench_function("jit_plain", |b| b.iter(|| job.run(k).unwrap()));
+                jit.set_streaming(true);
+            }
+        }
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,162 @@
+//! Compiling one [`Spec`] to machine code: build IR -> verify -> define -> finalize.
+//!
+//! Every kernel gets its own `JITModule`, so evicting it from the cache can free
+//! exactly its code memory.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use cranelift_codegen::ir::{AbiParam, Function, Signature, UserFuncName, types};
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{Context, verify_function};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+
+use crate::spec::{Spec, analyse};
+use crate::translate::Translator;
+
+/// The compiled function: computes logical elements `start..end`.
+pub type KernelFn = unsafe extern "C" fn(
+    src: *const u8,
+    scales: *const u8,
+    zps: *const u8,
+    dst: *mut u8,
+    start: usize,
+    end: usize,
+);
+
+/// The host ISA, detected once.
+///
+/// # Errors
+/// A reason when Cranelift does not support the host.
+pub fn host_isa() -> Result<OwnedTargetIsa, String> {
+    static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        for (k, v) in [
+            ("opt_level", "speed"),
+            ("enable_verifier", "false"),
+            ("use_colocated_libcalls", "false"),
+            ("is_pic", "false"),
+        ] {
+            flags.set(k, v).map_err(|e| e.to_string())?;
+        }
+        let isa = cranelift_native::builder().map_err(|e| e.to_string())?;
+        isa.finish(settings::Flags::new(flags))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+}
+
+/// The kernel's signature under the host's C calling convention.
+fn signature(isa: &OwnedTargetIsa) -> Signature {
+    let ptr = isa.pointer_type();
+    let mut sig = Signature::new(CallConv::triple_default(isa.triple()));
+    for _ in 0..4 {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    sig.params.push(AbiParam::new(types::I64));
+    sig.params.push(AbiParam::new(types::I64));
+    sig
+}
+
+/// Builds the IR of `spec` (not compiled).
+///
+/// # Errors
+/// A reason when the formula is malformed or needs unsupported integer widths.
+pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, String> {
+    if spec.loops.is_empty() {
+        return Err("a plan with no elements needs no kernel".into());
+    }
+    if isa.pointer_type() != types::I64 {
+        return Err("the JIT needs a 64-bit target".into());
+    }
+    let an = analyse(spec)?;
+    let mut func = Function::with_name_signature(UserFuncName::default(), signature(isa));
+    let mut fctx = FunctionBuilderContext::new();
+    let b = FunctionBuilder::new(&mut func, &mut fctx);
+    Translator::translate(b, spec, an, isa.frontend_config());
+    Ok(func)
+}
+
+/// A compiled kernel and the module that owns its code.
+pub struct Compiled {
+    /// The entry point (valid while `module` lives).
+    pub func: KernelFn,
+    /// Machine-code bytes.
+    pub code_bytes: usize,
+    /// Compile time in nanoseconds.
+    pub compile_ns: u64,
+    module: Mutex<Option<JITModule>>,
+    on_free: Option<Arc<dyn Fn(usize) + Send + Sync>>,
+}
+
+impl Compiled {
+    /// Sets the callback run with `code_bytes` when the code memory is freed.
+    pub fn on_free(&mut self, f: Arc<dyn Fn(usize) + Send + Sync>) {
+        self.on_free = Some(f);
+    }
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        let m = self.module.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = m.take() {
+            // SAFETY: the last reference to this kernel is going away, so no thread
+            // can still call `func`, the only pointer into the module's memory.
+            unsafe { m.free_memory() };
+        }
+        if let Some(f) = &self.on_free {
+            f(self.code_bytes);
+        }
+    }
+}
+
+// SAFETY: the module is only touched in `Drop` (behind a Mutex); the code it owns
+// is immutable once finalized and may be called from any thread.
+unsafe impl Send for Compiled {}
+// SAFETY: as above.
+unsafe impl Sync for Compiled {}
+
+/// Compiles `spec`; `verify` runs the Cranelift verifier on the IR first.
+///
+/// # Errors
+/// A reason string (the IR was refused, or Cranelift failed).
+pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, String> {
+    let t0 = Instant::now();
+    let isa = host_isa()?;
+    let func = build_ir(spec, &isa)?;
+    if verify {
+        verify_function(&func, &*isa).map_err(|e| format!("verifier: {e}"))?;
+    }
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let id = module
+        .declare_function("dq_kernel", Linkage::Local, &func.signature)
+        .map_err(|e| e.to_string())?;
+    let mut ctx = Context::for_function(func);
+    let disasm = std::env::var_os("DQ_JIT_DISASM").is_some();
+    ctx.set_disasm(disasm);
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("{e:?}"))?;
+    let code_bytes = ctx
+        .compiled_code()
+        .map_or(0, |c| c.code_info().total_size as usize);
+    if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+        eprintln!("{v}");
+    }
+    module.finalize_definitions().map_err(|e| e.to_string())?;
+    let ptr = module.get_finalized_function(id);
+    // SAFETY: `ptr` is the finalized entry of a function with exactly the
+    // `KernelFn` signature (see `signature`), kept alive by `module` below.
+    let func = unsafe { core::mem::transmute::<*const u8, KernelFn>(ptr) };
+    Ok(Compiled {
+        func,
+        code_bytes,
+        compile_ns: t0.elapsed().as_nanos() as u64,
+        module: Mutex::new(Some(module)),
+        on_free: None,
+    })
+}

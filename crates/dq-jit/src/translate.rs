@@ -1,0 +1,935 @@
+//! Lowering a [`Spec`] to Cranelift IR.
+//!
+//! The function computes logical elements `start..end`:
+//!
+//! ```text
+//! fn(src, scales, zps, dst, start, end)
+//!   entry:     unravel `start` into one index per loop
+//!   run(i..):  one run = a stretch of the innermost loop, at most to its end
+//!              -> segments of one scale (group) -> 16-wide vector steps + scalar tail
+//!   advance_k: carry into loop k, back to `run`
+//! ```
+//!
+//! Shapes, strides, groups and dtypes are constants. The vector path works on 16
+//! elements (4 x F32X4) at a time and never loads past the last element it computes.
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    Block, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
+};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_frontend::FunctionBuilder;
+use dq_runtime::{DType, Loop, Node};
+
+use crate::spec::{Analysis, IntWidth, Spec, Z_LIMIT};
+
+/// Elements per vector step.
+const STEP: i64 = 16;
+
+/// How an element gets its scale and zero point.
+#[derive(Clone, Copy)]
+enum Params {
+    /// Constant over a segment: the work-type scale and the integer zero point.
+    Fixed { s: Value, z: Value },
+    /// Per element: scale index `base + j * scale_stride` (innermost group of 1).
+    PerElem { base: Value },
+}
+
+/// Bases of one run of the innermost loop.
+#[derive(Clone, Copy)]
+struct Run {
+    src: Value,
+    dst: Value,
+    scale: Value,
+}
+
+/// Emits the IR of one kernel into a [`FunctionBuilder`].
+pub struct Translator<'a, 'f> {
+    b: FunctionBuilder<'f>,
+    spec: &'a Spec,
+    an: Analysis,
+    src: Value,
+    scales: Value,
+    zps: Value,
+    dst: Value,
+}
+
+fn mem() -> MemFlagsData {
+    MemFlagsData::new()
+        .with_notrap()
+        .with_endianness(Endianness::Little)
+}
+
+fn lanes() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+impl<'a, 'f> Translator<'a, 'f> {
+    /// Emits the whole function; the builder's signature must already have the six
+    /// parameters (four pointers, `start`, `end`).
+    pub fn translate(
+        mut b: FunctionBuilder<'f>,
+        spec: &'a Spec,
+        an: Analysis,
+        cfg: TargetFrontendConfig,
+    ) {
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let mut t = Translator {
+            b,
+            spec,
+            an,
+            src: p[0],
+            scales: p[1],
+            zps: p[2],
+            dst: p[3],
+        };
+        t.emit_entry(p[4], p[5]);
+        t.b.seal_all_blocks();
+        t.b.finalize(cfg);
+    }
+
+    fn iconst(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I64, v)
+    }
+
+    fn inner(&self) -> Loop {
+        *self.spec.loops.last().expect("a non-empty plan has a loop")
+    }
+
+    /// Entry: return on an empty range, else unravel `start` and enter the run loop.
+    fn emit_entry(&mut self, start: Value, end: Value) {
+        let ret = self.b.create_block();
+        let body = self.b.create_block();
+        let empty = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, start, end);
+        self.b.ins().brif(empty, ret, &[], body, &[]);
+        self.b.switch_to_block(body);
+        let remaining = self.b.ins().isub(end, start);
+        let mut idx = vec![start; self.spec.loops.len()];
+        let mut rest = start;
+        for k in (0..self.spec.loops.len()).rev() {
+            let len = self.spec.loops[k].len as i64;
+            idx[k] = self.b.ins().urem_imm_s(rest, len);
+            rest = self.b.ins().udiv_imm_s(rest, len);
+        }
+        let run = self.b.create_block();
+        for _ in 0..=self.spec.loops.len() {
+            self.b.append_block_param(run, types::I64);
+        }
+        let mut args: Vec<_> = idx.iter().map(|&v| v.into()).collect();
+        args.push(remaining.into());
+        self.b.ins().jump(run, &args);
+        self.emit_runs(run, ret);
+        self.b.switch_to_block(ret);
+        self.b.ins().return_(&[]);
+    }
+
+    /// The run loop: `run`'s params are the loop indices (outermost first) and the
+    /// number of elements left.
+    fn emit_runs(&mut self, run: Block, ret: Block) {
+        let n = self.spec.loops.len();
+        let p = self.b.block_params(run).to_vec();
+        let (idx, remaining) = (&p[..n], p[n]);
+        self.b.switch_to_block(run);
+        let inner = self.inner();
+        let room = {
+            let len = self.iconst(inner.len as i64);
+            self.b.ins().isub(len, idx[n - 1])
+        };
+        let cnt = self.b.ins().umin(room, remaining);
+        let base = self.emit_bases(&idx[..n - 1]);
+        let j1 = self.b.ins().iadd(idx[n - 1], cnt);
+        self.emit_inner(idx[n - 1], j1, base);
+        let left = self.b.ins().isub(remaining, cnt);
+        let adv = self.b.create_block();
+        self.b.ins().brif(left, adv, &[], ret, &[]);
+        self.b.switch_to_block(adv);
+        self.emit_advance(n - 1, idx, left, run);
+    }
+
+    /// Carries into loop `k - 1` after loop `k` wrapped (the innermost always wraps
+    /// after a run). `left > 0` guarantees the outermost never overflows.
+    fn emit_advance(&mut self, k: usize, idx: &[Value], left: Value, run: Block) {
+        let zero = self.iconst(0);
+        if k == 0 {
+            // Only one loop: a run always finishes the range or the loop.
+            let mut args: Vec<_> = idx.iter().map(|&v| v.into()).collect();
+            args[0] = zero.into();
+            args.push(left.into());
+            self.b.ins().jump(run, &args);
+            return;
+        }
+        let next = self.b.ins().iadd_imm_s(idx[k - 1], 1);
+        let wrap = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, next, self.spec.loops[k - 1].len as i64);
+        let go = self.b.create_block();
+        let carry = self.b.create_block();
+        self.b.ins().brif(wrap, carry, &[], go, &[]);
+        self.b.switch_to_block(go);
+        let mut args: Vec<_> = idx.iter().map(|&v| v.into()).collect();
+        args[k - 1] = next.into();
+        for a in &mut args[k..] {
+            *a = zero.into();
+        }
+        args.push(left.into());
+        self.b.ins().jump(run, &args);
+        self.b.switch_to_block(carry);
+        self.emit_advance(k - 1, idx, left, run);
+    }
+
+    /// Src, dst and scale bases of the outer loop indices.
+    fn emit_bases(&mut self, outer: &[Value]) -> Run {
+        let mut r = Run {
+            src: self.iconst(0),
+            dst: self.iconst(0),
+            scale: self.iconst(0),
+        };
+        for (k, &i) in outer.iter().enumerate() {
+            let l = self.spec.loops[k];
+            let s = self.b.ins().imul_imm_s(i, l.src_stride as i64);
+            r.src = self.b.ins().iadd(r.src, s);
+            let d = self.b.ins().imul_imm_s(i, l.dst_stride as i64);
+            r.dst = self.b.ins().iadd(r.dst, d);
+            if !l.is_constant() {
+                let g = self.b.ins().udiv_imm_s(i, l.group as i64);
+                let g = self.b.ins().imul_imm_s(g, l.scale_stride as i64);
+                r.scale = self.b.ins().iadd(r.scale, g);
+            }
+        }
+        r
+    }
+
+    /// Inner elements `j0..j1` of one run.
+    fn emit_inner(&mut self, j0: Value, j1: Value, run: Run) {
+        let inner = self.inner();
+        if inner.group == 1 && !inner.is_constant() {
+            self.emit_per_elem(j0, j1, run);
+        } else {
+            self.emit_segments(j0, j1, run);
+        }
+    }
+
+    /// Groups along the innermost loop: one scale and zero point per segment.
+    fn emit_segments(&mut self, j0: Value, j1: Value, run: Run) {
+        let inner = self.inner();
+        let head = self.b.create_block();
+        let j = self.b.append_block_param(head, types::I64);
+        let exit = self.b.create_block();
+        self.b.ins().jump(head, &[j0.into()]);
+        self.b.switch_to_block(head);
+        let (seg_end, sidx) = if inner.is_constant() {
+            (j1, run.scale)
+        } else {
+            let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
+            let next = self.b.ins().iadd_imm_s(g, 1);
+            let next = self.b.ins().imul_imm_s(next, inner.group as i64);
+            let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
+            (
+                self.b.ins().umin(next, j1),
+                self.b.ins().iadd(run.scale, off),
+            )
+        };
+        let s = self.load_scale(sidx);
+        let zidx = if self.spec.zps_broadcast {
+            self.iconst(0)
+        } else {
+            sidx
+        };
+        let z = self.load_zp(zidx);
+        self.emit_elems(j, seg_end, run, Params::Fixed { s, z });
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, seg_end, j1);
+        self.b.ins().brif(more, head, &[seg_end.into()], exit, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// Innermost group of 1: a scale per element.
+    fn emit_per_elem(&mut self, j0: Value, j1: Value, run: Run) {
+        let inner = self.inner();
+        let z_ok = match self.spec.zps {
+            None => true,
+            Some(_) if self.spec.zps_broadcast => true,
+            Some(t) => matches!(t, DType::S8 | DType::U8),
+        };
+        let contiguous = inner.src_stride == 1 && inner.dst_stride == 1 && inner.scale_stride == 1;
+        let params = Params::PerElem { base: run.scale };
+        if !(self.an.vector && z_ok && contiguous) {
+            self.emit_scalar_loop(j0, j1, run, params);
+            return;
+        }
+        let zb = if self.spec.zps_broadcast {
+            let zero = self.iconst(0);
+            Some(self.load_zp(zero))
+        } else {
+            None
+        };
+        let vec_ok = self.z_in_limit(zb);
+        let (vec, tail) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(tail, types::I64);
+        self.b.ins().brif(vec_ok, vec, &[], tail, &[j0.into()]);
+        self.b.switch_to_block(vec);
+        let jv = self.emit_vector_loop(j0, j1, run, |t, j| {
+            let s = t.load_scale_vec(run.scale, j);
+            let z = match zb {
+                Some(z) => [t.splat_z(z); 4],
+                None => match t.spec.zps {
+                    None => {
+                        let zero = t.b.ins().iconst(types::I32, 0);
+                        [t.b.ins().splat(types::I32X4, zero); 4]
+                    }
+                    Some(zt) => {
+                        let off = t.b.ins().iadd(run.scale, j);
+                        t.load_int_vec(zt, t.zps, off)
+                    }
+                },
+            };
+            (s, z)
+        });
+        self.b.ins().jump(tail, &[jv.into()]);
+        self.b.switch_to_block(tail);
+        let jt = self.b.block_params(tail)[0];
+        self.emit_scalar_loop(jt, j1, run, params);
+    }
+
+    /// Elements `j0..j1` with a fixed scale and zero point: vector steps when the
+    /// inner loop is contiguous, then a scalar tail.
+    fn emit_elems(&mut self, j0: Value, j1: Value, run: Run, p: Params) {
+        let inner = self.inner();
+        let Params::Fixed { s, z } = p else {
+            unreachable!("segments have fixed params")
+        };
+        if !(self.an.vector && inner.src_stride == 1 && inner.dst_stride == 1) {
+            self.emit_scalar_loop(j0, j1, run, p);
+            return;
+        }
+        let vec_ok = self.z_in_limit(Some(z));
+        let (vec, tail) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(tail, types::I64);
+        self.b.ins().brif(vec_ok, vec, &[], tail, &[j0.into()]);
+        self.b.switch_to_block(vec);
+        let sv = self.b.ins().splat(types::F32X4, s);
+        let zv = self.splat_z(z);
+        let jv = self.emit_vector_loop(j0, j1, run, |_, _| ([sv; 4], [zv; 4]));
+        self.b.ins().jump(tail, &[jv.into()]);
+        self.b.switch_to_block(tail);
+        let jt = self.b.block_params(tail)[0];
+        self.emit_scalar_loop(jt, j1, run, p);
+    }
+
+    /// True (an i8) when the zero point may take the vector path.
+    fn z_in_limit(&mut self, z: Option<Value>) -> Value {
+        match z {
+            Some(z) if self.an.z_checked => {
+                let z = self.as_i64(z);
+                let biased = self.b.ins().iadd_imm_s(z, Z_LIMIT);
+                self.b
+                    .ins()
+                    .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, biased, 2 * Z_LIMIT)
+            }
+            _ => self.b.ins().iconst(types::I8, 1),
+        }
+    }
+
+    fn as_i64(&mut self, v: Value) -> Value {
+        if self.b.func.dfg.value_type(v) == types::I128 {
+            self.b.ins().ireduce(types::I64, v)
+        } else {
+            v
+        }
+    }
+
+    fn splat_z(&mut self, z: Value) -> Value {
+        let z = self.as_i64(z);
+        let z = self.b.ins().ireduce(types::I32, z);
+        self.b.ins().splat(types::I32X4, z)
+    }
+
+    /// The 16-wide loop from `j0` while 16 elements remain before `j1`; returns the
+    /// first index not done. A 4-bit src starting on an odd nibble peels one
+    /// element first, so vector loads start on a byte.
+    fn emit_vector_loop(
+        &mut self,
+        j0: Value,
+        j1: Value,
+        run: Run,
+        params: impl Fn(&mut Self, Value) -> ([Value; 4], [Value; 4]),
+    ) -> Value {
+        let j0 = if self.spec.src.is_4bit() {
+            self.emit_peel(j0, j1, run)
+        } else {
+            j0
+        };
+        let head = self.b.create_block();
+        let j = self.b.append_block_param(head, types::I64);
+        let (body, exit) = (self.b.create_block(), self.b.create_block());
+        let jout = self.b.append_block_param(exit, types::I64);
+        self.b.ins().jump(head, &[j0.into()]);
+        self.b.switch_to_block(head);
+        let jn = self.b.ins().iadd_imm_s(j, STEP);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, jn, j1);
+        self.b.ins().brif(fits, body, &[], exit, &[j.into()]);
+        self.b.switch_to_block(body);
+        let (s, z) = params(self, j);
+        let so = self.b.ins().iadd(run.src, j);
+        let q = self.load_int_vec(self.spec.src, self.src, so);
+        let mut ys = [q[0]; 4];
+        for k in 0..4 {
+            ys[k] = self.eval(q[k], z[k], s[k], true);
+        }
+        let dof = self.b.ins().iadd(run.dst, j);
+        self.store_vec(dof, ys);
+        self.b.ins().jump(head, &[jn.into()]);
+        self.b.switch_to_block(exit);
+        jout
+    }
+
+    /// For a 4-bit src at an odd nibble offset, computes element `j0` alone (when
+    /// `j0 < j1`) and returns the next index.
+    fn emit_peel(&mut self, j0: Value, j1: Value, run: Run) -> Value {
+        let so = self.b.ins().iadd(run.src, j0);
+        let odd = self.b.ins().band_imm_s(so, 1);
+        let some = self.b.ins().icmp(IntCC::UnsignedLessThan, j0, j1);
+        let some = self.b.ins().uextend(types::I64, some);
+        let peel = self.b.ins().band(odd, some);
+        let (one, next) = (self.b.create_block(), self.b.create_block());
+        let jn = self.b.append_block_param(next, types::I64);
+        self.b.ins().brif(peel, one, &[], next, &[j0.into()]);
+        self.b.switch_to_block(one);
+        let j1p = self.b.ins().iadd_imm_s(j0, 1);
+        let p = self.fixed_params_for_peel(run);
+        self.emit_scalar_loop(j0, j1p, run, p);
+        self.b.ins().jump(next, &[j1p.into()]);
+        self.b.switch_to_block(next);
+        jn
+    }
+
+    /// Peeled elements reload their params (they may be per element).
+    fn fixed_params_for_peel(&mut self, run: Run) -> Params {
+        Params::PerElem { base: run.scale }
+    }
+
+    /// Scalar loop over `j0..j1`.
+    fn emit_scalar_loop(&mut self, j0: Value, j1: Value, run: Run, p: Params) {
+        let head = self.b.create_block();
+        let j = self.b.append_block_param(head, types::I64);
+        let (body, exit) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().jump(head, &[j0.into()]);
+        self.b.switch_to_block(head);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, j, j1);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        self.emit_scalar_elem(j, run, p);
+        let jn = self.b.ins().iadd_imm_s(j, 1);
+        self.b.ins().jump(head, &[jn.into()]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// One element `j` of the current run.
+    fn emit_scalar_elem(&mut self, j: Value, run: Run, p: Params) {
+        let inner = self.inner();
+        let (s, z) = match p {
+            Params::Fixed { s, z } => (s, z),
+            Params::PerElem { base } => {
+                let sidx = if inner.is_constant() {
+                    base
+                } else {
+                    let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
+                    let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
+                    self.b.ins().iadd(base, off)
+                };
+                let s = self.load_scale(sidx);
+                let zidx = if self.spec.zps_broadcast {
+                    self.iconst(0)
+                } else {
+                    sidx
+                };
+                (s, self.load_zp(zidx))
+            }
+        };
+        let so = self.b.ins().imul_imm_s(j, inner.src_stride as i64);
+        let so = self.b.ins().iadd(run.src, so);
+        let q = self.load_int(self.spec.src, self.src, so);
+        let y = self.eval(q, z, s, false);
+        let dof = self.b.ins().imul_imm_s(j, inner.dst_stride as i64);
+        let dof = self.b.ins().iadd(run.dst, dof);
+        self.store_scalar(dof, y);
+    }
+
+    // ---- loads -------------------------------------------------------------
+
+    fn int_ty(&self) -> Type {
+        match self.an.int {
+            IntWidth::I64 => types::I64,
+            IntWidth::I128 => types::I128,
+        }
+    }
+
+    fn work_ty(&self) -> Type {
+        if self.spec.dst == DType::F64 {
+            types::F64
+        } else {
+            types::F32
+        }
+    }
+
+    /// Integer element `o` (nibbles for 4-bit) of `buf`, as the scalar int type.
+    fn load_int(&mut self, t: DType, buf: Value, o: Value) -> Value {
+        let v = match t {
+            DType::S4 | DType::U4 => {
+                let byte = self.b.ins().ushr_imm_s(o, 1);
+                let addr = self.b.ins().iadd(buf, byte);
+                let x = self.b.ins().uload8(types::I64, mem(), addr, 0);
+                let sh = self.b.ins().band_imm_s(o, 1);
+                let sh = self.b.ins().ishl_imm_s(sh, 2);
+                let x = self.b.ins().ushr(x, sh);
+                let x = self.b.ins().band_imm_s(x, 15);
+                if t == DType::S4 {
+                    let x = self.b.ins().bxor_imm_s(x, 8);
+                    self.b.ins().iadd_imm_s(x, -8)
+                } else {
+                    x
+                }
+            }
+            DType::S8 | DType::U8 => {
+                let addr = self.b.ins().iadd(buf, o);
+                if t == DType::S8 {
+                    self.b.ins().sload8(types::I64, mem(), addr, 0)
+                } else {
+                    self.b.ins().uload8(types::I64, mem(), addr, 0)
+                }
+            }
+            DType::S32 => {
+                let off = self.b.ins().ishl_imm_s(o, 2);
+                let addr = self.b.ins().iadd(buf, off);
+                self.b.ins().sload32(mem(), addr, 0)
+            }
+            _ => {
+                let off = self.b.ins().ishl_imm_s(o, 3);
+                let addr = self.b.ins().iadd(buf, off);
+                self.b.ins().load(types::I64, mem(), addr, 0)
+            }
+        };
+        if self.int_ty() == types::I128 {
+            self.b.ins().sextend(types::I128, v)
+        } else {
+            v
+        }
+    }
+
+    fn load_zp(&mut self, idx: Value) -> Value {
+        match self.spec.zps {
+            Some(t) => self.load_int(t, self.zps, idx),
+            None => {
+                let z = self.iconst(0);
+                if self.int_ty() == types::I128 {
+                    self.b.ins().sextend(types::I128, z)
+                } else {
+                    z
+                }
+            }
+        }
+    }
+
+    /// Scale `idx` as the work float (exact widening).
+    fn load_scale(&mut self, idx: Value) -> Value {
+        let w = self.spec.dst_bytes() as i64;
+        let off = self.b.ins().imul_imm_s(idx, w);
+        let addr = self.b.ins().iadd(self.scales, off);
+        match self.spec.dst {
+            DType::F32 => self.b.ins().load(types::F32, mem(), addr, 0),
+            DType::F64 => self.b.ins().load(types::F64, mem(), addr, 0),
+            DType::BF16 => {
+                let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
+                let x = self.b.ins().ishl_imm_s(h, 16);
+                self.b.ins().bitcast(types::F32, lanes(), x)
+            }
+            _ => {
+                let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
+                self.f16_to_f32(h, types::I32)
+            }
+        }
+    }
+
+    /// 16 contiguous integer elements from element offset `o` as four I32X4
+    /// (4-bit: `o` is even, the caller peeled an odd start).
+    fn load_int_vec(&mut self, t: DType, buf: Value, o: Value) -> [Value; 4] {
+        let bytes = match t {
+            DType::S8 | DType::U8 => {
+                let addr = self.b.ins().iadd(buf, o);
+                self.b.ins().load(types::I8X16, mem(), addr, 0)
+            }
+            _ => {
+                // 8 bytes = 16 nibbles; low nibble first.
+                let byte = self.b.ins().ushr_imm_s(o, 1);
+                let addr = self.b.ins().iadd(buf, byte);
+                let w = self.b.ins().load(types::I64, mem(), addr, 0);
+                let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+                let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
+                let m = self.b.ins().iconst(types::I8, 0x0f);
+                let m = self.b.ins().splat(types::I8X16, m);
+                let lo = self.b.ins().band(v, m);
+                let hi = self.vushr(v, 4);
+                let hi = self.b.ins().band(hi, m);
+                let order: Vec<u8> = (0..8).flat_map(|i| [i, i + 16]).collect();
+                let imm = self.b.func.dfg.immediates.push(ConstantData::from(order));
+                let n = self.b.ins().shuffle(lo, hi, imm);
+                if t == DType::S4 {
+                    let e = self.b.ins().iconst(types::I8, 8);
+                    let e = self.b.ins().splat(types::I8X16, e);
+                    let x = self.b.ins().bxor(n, e);
+                    self.b.ins().isub(x, e)
+                } else {
+                    n
+                }
+            }
+        };
+        let signed = matches!(t, DType::S8 | DType::S4);
+        let (lo, hi) = self.widen(bytes, signed);
+        let (a, b) = self.widen(lo, signed);
+        let (c, d) = self.widen(hi, signed);
+        [a, b, c, d]
+    }
+
+    fn widen(&mut self, v: Value, signed: bool) -> (Value, Value) {
+        if signed {
+            (self.b.ins().swiden_low(v), self.b.ins().swiden_high(v))
+        } else {
+            (self.b.ins().uwiden_low(v), self.b.ins().uwiden_high(v))
+        }
+    }
+
+    /// Scales `base + j .. base + j + 16` as four F32X4.
+    fn load_scale_vec(&mut self, base: Value, j: Value) -> [Value; 4] {
+        let idx = self.b.ins().iadd(base, j);
+        let w = self.spec.dst_bytes() as i64;
+        let off = self.b.ins().imul_imm_s(idx, w);
+        let addr = self.b.ins().iadd(self.scales, off);
+        let mut out = [addr; 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let at = (k as i32) * 4 * w as i32;
+            *o = match self.spec.dst {
+                DType::F32 => self.b.ins().load(types::F32X4, mem(), addr, at),
+                DType::BF16 => {
+                    let h = self.b.ins().uload16x4(mem(), addr, at);
+                    let x = self.vshl(h, 16);
+                    self.b.ins().bitcast(types::F32X4, lanes(), x)
+                }
+                _ => {
+                    let h = self.b.ins().uload16x4(mem(), addr, at);
+                    self.f16_to_f32(h, types::I32X4)
+                }
+            };
+        }
+        out
+    }
+
+    // ---- integer helpers that work on I32 and I32X4 alike ----------------------
+
+    fn c32(&mut self, ty: Type, v: i64) -> Value {
+        let c = self.b.ins().iconst(types::I32, v as i32 as u32 as i64);
+        if ty.is_vector() {
+            self.b.ins().splat(ty, c)
+        } else {
+            c
+        }
+    }
+
+    fn vshl(&mut self, x: Value, n: i64) -> Value {
+        let n = self.b.ins().iconst(types::I32, n);
+        self.b.ins().ishl(x, n)
+    }
+
+    fn vushr(&mut self, x: Value, n: i64) -> Value {
+        let n = self.b.ins().iconst(types::I32, n);
+        self.b.ins().ushr(x, n)
+    }
+
+    fn and_c(&mut self, x: Value, c: i64) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let c = self.c32(ty, c);
+        self.b.ins().band(x, c)
+    }
+
+    fn or_c(&mut self, x: Value, c: i64) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let c = self.c32(ty, c);
+        self.b.ins().bor(x, c)
+    }
+
+    fn add_c(&mut self, x: Value, c: i64) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let c = self.c32(ty, c);
+        self.b.ins().iadd(x, c)
+    }
+
+    /// `m ? a : b` where `m` is an icmp/fcmp result (i8 scalar or lane mask).
+    fn sel(&mut self, m: Value, a: Value, b: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(a);
+        if ty.is_vector() {
+            let mt = self.b.func.dfg.value_type(m);
+            let m = if mt == ty {
+                m
+            } else {
+                self.b.ins().bitcast(ty, lanes(), m)
+            };
+            self.b.ins().bitselect(m, a, b)
+        } else {
+            self.b.ins().select(m, a, b)
+        }
+    }
+
+    /// f16 bits (`ity` = I32 or I32X4, values < 2^16) to the exact f32, quieting NaNs
+    /// like `half`.
+    fn f16_to_f32(&mut self, h: Value, ity: Type) -> Value {
+        let fty = if ity.is_vector() {
+            types::F32X4
+        } else {
+            types::F32
+        };
+        let sign = self.and_c(h, 0x8000);
+        let sign = self.vshl(sign, 16);
+        let em = self.and_c(h, 0x7fff);
+        let sh = self.vshl(em, 13);
+        // Normal and subnormal: rescale the exponent by 2^112 (exact).
+        let f = self.b.ins().bitcast(fty, lanes(), sh);
+        let k = self.b.ins().f32const(f32::from_bits(0x7780_0000));
+        let k = if ity.is_vector() {
+            self.b.ins().splat(fty, k)
+        } else {
+            k
+        };
+        let f = self.b.ins().fmul(f, k);
+        let norm = self.b.ins().bitcast(ity, lanes(), f);
+        // Inf and NaN: all-ones exponent; NaN gets its quiet bit.
+        let infnan = self.or_c(sh, 0x7f80_0000);
+        let inf_lim = self.c32(ity, 0x7c00);
+        let is_nan = self.b.ins().icmp(IntCC::SignedGreaterThan, em, inf_lim);
+        let quiet = self.or_c(infnan, 0x0040_0000);
+        let infnan = self.sel(is_nan, quiet, infnan);
+        let is_big = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, em, inf_lim);
+        let r = self.sel(is_big, infnan, norm);
+        let r = self.b.ins().bor(r, sign);
+        self.b.ins().bitcast(fty, lanes(), r)
+    }
+
+    // ---- the formula -------------------------------------------------------
+
+    /// Evaluates the formula for `q`, `z` (ints) and `s` (work float), scalar or
+    /// I32X4/F32X4 when `vector`.
+    fn eval(&mut self, q: Value, z: Value, s: Value, vector: bool) -> Value {
+        let wty = if vector { types::F32X4 } else { self.work_ty() };
+        let nodes = self.spec.formula.nodes;
+        let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let x = match *node {
+                Node::Q => q,
+                Node::Z => z,
+                Node::S => s,
+                Node::IntSub(a, b) => self.b.ins().isub(v[a as usize], v[b as usize]),
+                Node::Float(a) => self.int_to_float(v[a as usize], wty),
+                Node::Lit(bits) => self.lit(f64::from_bits(bits), wty),
+                Node::Neg(a) => self.b.ins().fneg(v[a as usize]),
+                Node::Abs(a) => self.b.ins().fabs(v[a as usize]),
+                Node::Add(a, b) => self.b.ins().fadd(v[a as usize], v[b as usize]),
+                Node::Sub(a, b) => self.b.ins().fsub(v[a as usize], v[b as usize]),
+                Node::Mul(a, b) => self.b.ins().fmul(v[a as usize], v[b as usize]),
+                Node::Min(a, b) => self.min_max(v[a as usize], v[b as usize], false),
+                Node::Max(a, b) => self.min_max(v[a as usize], v[b as usize], true),
+            };
+            v.push(x);
+        }
+        *v.last().expect("analysed formula is non-empty")
+    }
+
+    fn lit(&mut self, x: f64, wty: Type) -> Value {
+        match wty {
+            types::F64 => self.b.ins().f64const(x),
+            types::F32 => self.b.ins().f32const(x as f32),
+            _ => {
+                let c = self.b.ins().f32const(x as f32);
+                self.b.ins().splat(types::F32X4, c)
+            }
+        }
+    }
+
+    /// Round-to-nearest-even of an exact integer to the work type.
+    fn int_to_float(&mut self, x: Value, wty: Type) -> Value {
+        if self.b.func.dfg.value_type(x) != types::I128 {
+            return self.b.ins().fcvt_from_sint(wty, x);
+        }
+        // i128 (|x| < 2^99, f32 work): direct when it fits i64, else shift right by
+        // 36 keeping a sticky bit (round to odd), convert and rescale: exact RNE.
+        let lo = self.b.ins().ireduce(types::I64, x);
+        let back = self.b.ins().sextend(types::I128, lo);
+        let fits = self.b.ins().icmp(IntCC::Equal, back, x);
+        let direct = self.b.ins().fcvt_from_sint(types::F32, lo);
+        let hi = self.b.ins().sshr_imm_s(x, 36);
+        let hi = self.b.ins().ireduce(types::I64, hi);
+        let rest = self.b.ins().band_imm_s(lo, (1i64 << 36) - 1);
+        let sticky = self.b.ins().icmp_imm_s(IntCC::NotEqual, rest, 0);
+        let sticky = self.b.ins().uextend(types::I64, sticky);
+        let hi = self.b.ins().bor(hi, sticky);
+        let big = self.b.ins().fcvt_from_sint(types::F32, hi);
+        let k = self.b.ins().f32const((1u64 << 36) as f32);
+        let big = self.b.ins().fmul(big, k);
+        self.b.ins().select(fits, direct, big)
+    }
+
+    /// `max`/`min` with the NaN and signed-zero rules of `dq_runtime::formula`.
+    fn min_max(&mut self, a: Value, b: Value, max: bool) -> Value {
+        let ty = self.b.func.dfg.value_type(a);
+        let ity = ty.as_int();
+        let (better, neg_of) = if max {
+            (FloatCC::GreaterThan, b)
+        } else {
+            (FloatCC::LessThan, a)
+        };
+        let wins = self.b.ins().fcmp(better, a, b);
+        let eq = self.b.ins().fcmp(FloatCC::Equal, a, b);
+        let bits = self.b.ins().bitcast(ity, lanes(), neg_of);
+        let zero = if ty.is_vector() {
+            let z = self.b.ins().iconst(ity.lane_type(), 0);
+            self.b.ins().splat(ity, z)
+        } else {
+            self.b.ins().iconst(ity, 0)
+        };
+        let neg = self.b.ins().icmp(IntCC::SignedLessThan, bits, zero);
+        let tie = self.b.ins().band(eq, neg);
+        let pick_a = self.b.ins().bor(wins, tie);
+        let r = self.sel(pick_a, a, b);
+        let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+        let r = self.sel(b_nan, b, r);
+        let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
+        self.sel(a_nan, a, r)
+    }
+
+    // ---- stores ------------------------------------------------------------
+
+    fn store_scalar(&mut self, dof: Value, y: Value) {
+        let w = self.spec.dst_bytes() as i64;
+        let off = self.b.ins().imul_imm_s(dof, w);
+        let addr = self.b.ins().iadd(self.dst, off);
+        match self.spec.dst {
+            DType::F64 => {
+                let x = self.b.ins().bitcast(types::I64, lanes(), y);
+                let q = self.b.ins().bor_imm_s(x, 0x0008_0000_0000_0000);
+                let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+                let x = self.b.ins().select(nan, q, x);
+                self.b.ins().store(mem(), x, addr, 0);
+            }
+            DType::F32 => {
+                let x = self.f32_bits(y);
+                self.b.ins().store(mem(), x, addr, 0);
+            }
+            _ => {
+                let x = self.round_16(y);
+                self.b.ins().istore16(mem(), x, addr, 0);
+            }
+        }
+    }
+
+    /// 16 results at dst element offset `dof` (contiguous).
+    fn store_vec(&mut self, dof: Value, ys: [Value; 4]) {
+        let w = self.spec.dst_bytes() as i64;
+        let off = self.b.ins().imul_imm_s(dof, w);
+        let addr = self.b.ins().iadd(self.dst, off);
+        if self.spec.dst == DType::F32 {
+            for (k, y) in ys.into_iter().enumerate() {
+                let x = self.f32_bits(y);
+                self.b.ins().store(mem(), x, addr, 16 * k as i32);
+            }
+            return;
+        }
+        let h: Vec<Value> = ys.into_iter().map(|y| self.round_16(y)).collect();
+        for k in 0..2 {
+            let packed = self.b.ins().unarrow(h[2 * k], h[2 * k + 1]);
+            self.b.ins().store(mem(), packed, addr, 16 * k as i32);
+        }
+    }
+
+    /// f32 (scalar or F32X4) to its bits with NaNs quieted.
+    fn f32_bits(&mut self, y: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(y).as_int();
+        let x = self.b.ins().bitcast(ty, lanes(), y);
+        let q = self.or_c(x, 0x0040_0000);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+        self.sel(nan, q, x)
+    }
+
+    /// f32 (scalar or F32X4) to f16/bf16 bits in the low half of each I32 lane.
+    fn round_16(&mut self, y: Value) -> Value {
+        if self.spec.dst == DType::BF16 {
+            self.round_bf16(y)
+        } else {
+            self.round_f16(y)
+        }
+    }
+
+    /// bf16: the integer RNE of `dq_runtime::convert::f32_to_bf16_bits`.
+    fn round_bf16(&mut self, y: Value) -> Value {
+        let ity = self.b.func.dfg.value_type(y).as_int();
+        let x = self.b.ins().bitcast(ity, lanes(), y);
+        let hi = self.vushr(x, 16);
+        let lsb = self.and_c(hi, 1);
+        let r = self.add_c(x, 0x7fff);
+        let r = self.b.ins().iadd(r, lsb);
+        let r = self.vushr(r, 16);
+        let nanv = self.or_c(hi, 0x40);
+        let abs = self.and_c(x, 0x7fff_ffff);
+        let inf = self.c32(ity, 0x7f80_0000);
+        let nan = self.b.ins().icmp(IntCC::SignedGreaterThan, abs, inf);
+        self.sel(nan, nanv, r)
+    }
+
+    /// f16: exact RNE by float rescaling (subnormals and overflow included); NaN keeps
+    /// its top payload bits with the quiet bit set (as F16C and `half` do).
+    fn round_f16(&mut self, y: Value) -> Value {
+        let fty = self.b.func.dfg.value_type(y);
+        let ity = fty.as_int();
+        let fconst = |t: &mut Self, bits: u32| {
+            let c = t.b.ins().f32const(f32::from_bits(bits));
+            if fty.is_vector() {
+                t.b.ins().splat(fty, c)
+            } else {
+                c
+            }
+        };
+        let w = self.b.ins().bitcast(ity, lanes(), y);
+        let shl1 = self.b.ins().iadd(w, w);
+        let sign = self.and_c(w, 0x8000_0000_u32 as i64);
+        let sign = self.vushr(sign, 16);
+        let bias = self.and_c(shl1, 0xff00_0000_u32 as i64);
+        let min_bias = self.c32(ity, 0x7100_0000);
+        let bias = self.b.ins().umax(bias, min_bias);
+        let a = self.b.ins().fabs(y);
+        let up = fconst(self, 0x7780_0000); // 2^112
+        let down = fconst(self, 0x0880_0000); // 2^-110
+        let base = self.b.ins().fmul(a, up);
+        let base = self.b.ins().fmul(base, down);
+        let bias = self.vushr(bias, 1);
+        let bias = self.add_c(bias, 0x0780_0000);
+        let bias = self.b.ins().bitcast(fty, lanes(), bias);
+        let base = self.b.ins().fadd(bias, base);
+        let bits = self.b.ins().bitcast(ity, lanes(), base);
+        let exp = self.vushr(bits, 13);
+        let exp = self.and_c(exp, 0x7c00);
+        let man = self.and_c(bits, 0x0fff);
+        let nonsign = self.b.ins().iadd(exp, man);
+        let payload = self.and_c(w, 0x007f_ffff);
+        let payload = self.vushr(payload, 13);
+        let nanv = self.or_c(payload, 0x7e00);
+        let nan_lim = self.c32(ity, 0xff00_0000_u32 as i64);
+        let nan = self.b.ins().icmp(IntCC::UnsignedGreaterThan, shl1, nan_lim);
+        let r = self.sel(nan, nanv, nonsign);
+        self.b.ins().bor(r, sign)
+    }
+}

@@ -1,0 +1,191 @@
+//! CPU detection and the vector instruction sets the generated kernels run on.
+//!
+//! Detection happens once and is cached in an atomic. `DQ_ISA=avx512|avx2|portable`
+//! (read once) forces a lower ISA so every path can be tested on one machine.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use crate::kernels::Lanes;
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86_64;
+
+/// An instruction set a generated kernel can run on, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// Scalar Rust, any CPU.
+    Portable,
+    /// x86-64 AVX2 + F16C (FMA is never used: the formula is not fused).
+    Avx2,
+    /// x86-64 AVX-512 F + BW + VL + DQ.
+    Avx512,
+}
+
+impl Isa {
+    /// Every ISA, lowest first.
+    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    /// The `DQ_ISA` spelling.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// True when this CPU can run the ISA (ignores `DQ_ISA`).
+    pub fn available(self) -> bool {
+        self <= hardware()
+    }
+}
+
+/// The best ISA of this CPU.
+pub fn hardware() -> Isa {
+    static HW: AtomicU8 = AtomicU8::new(u8::MAX);
+    cached(&HW, detect)
+}
+
+/// The ISA the generated kernels use: the hardware's, lowered by `DQ_ISA`.
+pub fn selected() -> Isa {
+    static SEL: AtomicU8 = AtomicU8::new(u8::MAX);
+    cached(&SEL, || {
+        let forced = std::env::var("DQ_ISA").ok().and_then(|v| parse(&v));
+        forced.map_or(hardware(), |f| f.min(hardware()))
+    })
+}
+
+/// Parses a `DQ_ISA` value.
+pub fn parse(name: &str) -> Option<Isa> {
+    Isa::ALL.into_iter().find(|i| i.name() == name)
+}
+
+fn cached(cell: &AtomicU8, init: impl FnOnce() -> Isa) -> Isa {
+    let v = cell.load(Ordering::Relaxed);
+    if let Some(&isa) = Isa::ALL.get(v as usize) {
+        return isa;
+    }
+    let isa = init();
+    cell.store(isa as u8, Ordering::Relaxed);
+    isa
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> Isa {
+    use std::arch::is_x86_feature_detected as has;
+    let avx2 = has!("avx2") && has!("f16c");
+    if avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
+        Isa::Avx512
+    } else if avx2 {
+        Isa::Avx2
+    } else {
+        Isa::Portable
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> Isa {
+    Isa::Portable
+}
+
+/// Size of the last-level cache in bytes (32 MiB when it cannot be read).
+pub fn llc_bytes() -> usize {
+    static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LLC.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(n) = x86_64::llc_bytes() {
+            return n;
+        }
+        32 << 20
+    })
+}
+
+/// A vector ISA token: loads of every element type into `LANES` i32/f32 lanes,
+/// stores of f32 lanes into every dst type, and the formula's operations.
+///
+/// # Safety
+/// A value of an implementing type may exist only when the CPU supports its ISA;
+/// its methods rely on that.
+pub unsafe trait Simd: Lanes {
+    /// Elements per vector.
+    const LANES: usize;
+
+    /// Sign-extends `LANES` s8 values at `p`.
+    ///
+    /// # Safety
+    /// `p` is valid for reading `LANES` bytes (same for every load below, in units
+    /// of the element size; 4-bit loads read `LANES / 2` bytes).
+    unsafe fn load_s8(self, p: *const u8) -> Self::Int;
+    /// Zero-extends `LANES` u8 values at `p`.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_u8(self, p: *const u8) -> Self::Int;
+    /// `LANES` s4 values from `LANES / 2` bytes at `p`, low nibble first.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_s4(self, p: *const u8) -> Self::Int;
+    /// `LANES` u4 values from `LANES / 2` bytes at `p`, low nibble first.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_u4(self, p: *const u8) -> Self::Int;
+    /// `LANES` little-endian s32 values at `p`.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_s32(self, p: *const u8) -> Self::Int;
+    /// `LANES` f32 values at `p`.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_f32(self, p: *const u8) -> Self::Float;
+    /// `LANES` f16 values at `p`, widened exactly.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_f16(self, p: *const u8) -> Self::Float;
+    /// `LANES` bf16 values at `p`, widened exactly.
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_bf16(self, p: *const u8) -> Self::Float;
+    /// Every lane `v`.
+    fn splat_int(self, v: i32) -> Self::Int;
+    /// Every lane `v`.
+    fn splat_float(self, v: f32) -> Self::Float;
+    /// Stores as f32 (NaN quieted); `NT` = non-temporal.
+    ///
+    /// # Safety
+    /// `p` is valid for writing `LANES` f32; with `NT`, aligned to `LANES * 4`.
+    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: Self::Float);
+    /// Stores as f16, nearest-even (NaN quieted); `NT` = non-temporal.
+    ///
+    /// # Safety
+    /// `p` is valid for writing `LANES` f16; with `NT`, aligned to `LANES * 2`.
+    unsafe fn store_f16<const NT: bool>(self, p: *mut u8, y: Self::Float);
+    /// Stores as bf16, nearest-even (NaN quieted); `NT` = non-temporal.
+    ///
+    /// # Safety
+    /// `p` is valid for writing `LANES` bf16; with `NT`, aligned to `LANES * 2`.
+    unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: Self::Float);
+    /// Orders earlier non-temporal stores before later stores.
+    fn fence(self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_names_and_order() {
+        for isa in Isa::ALL {
+            assert_eq!(parse(isa.name()), Some(isa));
+        }
+        assert_eq!(parse("sse"), None);
+        assert!(Isa::Portable.available());
+        assert!(selected() <= hardware());
+        assert!(llc_bytes() >= 1 << 20);
+    }
+}

@@ -1,0 +1,688 @@
+//! x86-64 vector tokens: [`Avx2`] (AVX2 + F16C) and [`Avx512`] (F + BW + VL + DQ).
+//!
+//! Every method is `#[inline(always)]` so it is compiled inside the caller's
+//! `#[target_feature]` function. FMA is never emitted: the formula is not fused.
+
+use core::arch::x86_64::*;
+
+use super::{Isa, Simd};
+use crate::kernels::Lanes;
+
+/// Proof that the CPU has AVX2 and F16C.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx2(());
+
+/// Proof that the CPU has AVX-512 F, BW, VL and DQ (and AVX2, F16C).
+#[derive(Clone, Copy, Debug)]
+pub struct Avx512(());
+
+impl Avx2 {
+    /// The token, when this CPU has the features.
+    pub fn new() -> Option<Self> {
+        Isa::Avx2.available().then_some(Avx2(()))
+    }
+    /// The token without checking.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and F16C.
+    #[inline(always)]
+    pub unsafe fn new_unchecked() -> Self {
+        Avx2(())
+    }
+}
+
+impl Avx512 {
+    /// The token, when this CPU has the features.
+    pub fn new() -> Option<Self> {
+        Isa::Avx512.available().then_some(Avx512(()))
+    }
+    /// The token without checking.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW, VL, DQ, AVX2 and F16C.
+    #[inline(always)]
+    pub unsafe fn new_unchecked() -> Self {
+        Avx512(())
+    }
+}
+
+/// Size of the last-level cache from CPUID leaf 4 (Intel), if reported.
+pub fn llc_bytes() -> Option<usize> {
+    let mut best = None;
+    for i in 0..16 {
+        let r = __cpuid_count(4, i);
+        if r.eax & 0x1f == 0 {
+            break;
+        }
+        let ways = (r.ebx >> 22) as usize + 1;
+        let parts = ((r.ebx >> 12) & 0x3ff) as usize + 1;
+        let line = (r.ebx & 0xfff) as usize + 1;
+        let sets = r.ecx as usize + 1;
+        best = Some(ways * parts * line * sets);
+    }
+    best
+}
+
+// All `unsafe` blocks below: the token's existence proves the CPU has the ISA
+// (see `Simd`'s safety contract), and pointer arguments are valid per the
+// method's own `# Safety` section, which the caller upholds.
+
+impl Lanes for Avx2 {
+    type Int = __m256i;
+    type Float = __m256;
+
+    #[inline(always)]
+    fn int_sub(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: AVX2 present (token).
+        unsafe { _mm256_sub_epi32(a, b) }
+    }
+    #[inline(always)]
+    fn float(self, a: __m256i) -> __m256 {
+        // SAFETY: AVX present (token). Rounds nearest-even (default MXCSR).
+        unsafe { _mm256_cvtepi32_ps(a) }
+    }
+    #[inline(always)]
+    fn lit(self, v: f64) -> __m256 {
+        self.splat_float(v as f32)
+    }
+    #[inline(always)]
+    fn neg(self, a: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_xor_ps(a, _mm256_set1_ps(-0.0)) }
+    }
+    #[inline(always)]
+    fn abs(self, a: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), a) }
+    }
+    #[inline(always)]
+    fn add(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn min(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe {
+            let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(a, b);
+            let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(a, b);
+            let aneg = _mm256_castsi256_ps(_mm256_srai_epi32::<31>(_mm256_castps_si256(a)));
+            self.pick_a(a, b, _mm256_or_ps(lt, _mm256_and_ps(eq, aneg)))
+        }
+    }
+    #[inline(always)]
+    fn max(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe {
+            let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(a, b);
+            let eq = _mm256_cmp_ps::<_CMP_EQ_OQ>(a, b);
+            let bneg = _mm256_castsi256_ps(_mm256_srai_epi32::<31>(_mm256_castps_si256(b)));
+            self.pick_a(a, b, _mm256_or_ps(gt, _mm256_and_ps(eq, bneg)))
+        }
+    }
+}
+
+impl Avx2 {
+    /// `a` where `a` is NaN, else `b` where `b` is NaN, else `a` where `win`, else `b`.
+    #[inline(always)]
+    fn pick_a(self, a: __m256, b: __m256, win: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe {
+            let na = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a);
+            let nb = _mm256_cmp_ps::<_CMP_UNORD_Q>(b, b);
+            let take_a = _mm256_or_ps(na, _mm256_andnot_ps(nb, win));
+            _mm256_blendv_ps(b, a, take_a)
+        }
+    }
+
+    #[inline(always)]
+    fn expand_nibbles(self, x: __m128i) -> __m128i {
+        // SAFETY: SSE2 present (token implies it).
+        unsafe {
+            let m = _mm_set1_epi8(0x0f);
+            let lo = _mm_and_si128(x, m);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m);
+            _mm_unpacklo_epi8(lo, hi)
+        }
+    }
+}
+
+// SAFETY: `Avx2` values exist only after detection (`new`) or under the
+// `new_unchecked` contract.
+unsafe impl Simd for Avx2 {
+    const LANES: usize = 8;
+
+    #[inline(always)]
+    unsafe fn load_s8(self, p: *const u8) -> __m256i {
+        // SAFETY: 8 readable bytes at p (caller); AVX2 (token).
+        unsafe { _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load_u8(self, p: *const u8) -> __m256i {
+        // SAFETY: as load_s8.
+        unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load_u4(self, p: *const u8) -> __m256i {
+        // SAFETY: 4 readable bytes at p (caller); AVX2 (token).
+        unsafe {
+            let x = _mm_cvtsi32_si128(p.cast::<i32>().read_unaligned());
+            _mm256_cvtepu8_epi32(self.expand_nibbles(x))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_s4(self, p: *const u8) -> __m256i {
+        // SAFETY: as load_u4.
+        unsafe {
+            let eight = _mm256_set1_epi32(8);
+            _mm256_sub_epi32(_mm256_xor_si256(self.load_u4(p), eight), eight)
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_s32(self, p: *const u8) -> __m256i {
+        // SAFETY: 32 readable bytes at p (caller).
+        unsafe { _mm256_loadu_si256(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load_f32(self, p: *const u8) -> __m256 {
+        // SAFETY: 32 readable bytes at p (caller).
+        unsafe { _mm256_loadu_ps(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load_f16(self, p: *const u8) -> __m256 {
+        // SAFETY: 16 readable bytes at p (caller); F16C (token).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(self, p: *const u8) -> __m256 {
+        // SAFETY: 16 readable bytes at p (caller); AVX2 (token).
+        unsafe {
+            let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    fn splat_int(self, v: i32) -> __m256i {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_set1_epi32(v) }
+    }
+    #[inline(always)]
+    fn splat_float(self, v: f32) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m256) {
+        // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX2 (token).
+        unsafe {
+            let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(y, y));
+            let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x0040_0000));
+            let bits = _mm256_or_si256(_mm256_castps_si256(y), quiet);
+            if NT {
+                _mm256_stream_si256(p.cast(), bits)
+            } else {
+                _mm256_storeu_si256(p.cast(), bits)
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_f16<const NT: bool>(self, p: *mut u8, y: __m256) {
+        // SAFETY: 16 writable bytes at p, aligned when NT (caller); F16C (token).
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(y);
+            if NT {
+                _mm_stream_si128(p.cast(), h)
+            } else {
+                _mm_storeu_si128(p.cast(), h)
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: __m256) {
+        // SAFETY: 16 writable bytes at p, aligned when NT (caller); AVX2 (token).
+        unsafe {
+            let x = _mm256_castps_si256(y);
+            let mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff_ffff));
+            let nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f80_0000));
+            let hi = _mm256_srli_epi32::<16>(x);
+            let lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+            let bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb);
+            let rne = _mm256_srli_epi32::<16>(_mm256_add_epi32(x, bias));
+            let qnan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+            let r = _mm256_blendv_epi8(rne, qnan, nan);
+            let h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
+            if NT {
+                _mm_stream_si128(p.cast(), h)
+            } else {
+                _mm_storeu_si128(p.cast(), h)
+            }
+        }
+    }
+    #[inline(always)]
+    fn fence(self) {
+        // SAFETY: SSE present on every x86-64.
+        unsafe { _mm_sfence() }
+    }
+}
+
+impl Lanes for Avx512 {
+    type Int = __m512i;
+    type Float = __m512;
+
+    #[inline(always)]
+    fn int_sub(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_sub_epi32(a, b) }
+    }
+    #[inline(always)]
+    fn float(self, a: __m512i) -> __m512 {
+        // SAFETY: AVX-512F present (token). Rounds nearest-even (default MXCSR).
+        unsafe { _mm512_cvtepi32_ps(a) }
+    }
+    #[inline(always)]
+    fn lit(self, v: f64) -> __m512 {
+        self.splat_float(v as f32)
+    }
+    #[inline(always)]
+    fn neg(self, a: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe {
+            let x = _mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(i32::MIN));
+            _mm512_castsi512_ps(x)
+        }
+    }
+    #[inline(always)]
+    fn abs(self, a: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe {
+            let x = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(i32::MAX));
+            _mm512_castsi512_ps(x)
+        }
+    }
+    #[inline(always)]
+    fn add(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn min(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F/DQ present (token).
+        unsafe {
+            let lt = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, b);
+            let eq = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(a, b);
+            let aneg = _mm512_movepi32_mask(_mm512_castps_si512(a));
+            self.pick_a(a, b, lt | (eq & aneg))
+        }
+    }
+    #[inline(always)]
+    fn max(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F/DQ present (token).
+        unsafe {
+            let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, b);
+            let eq = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(a, b);
+            let bneg = _mm512_movepi32_mask(_mm512_castps_si512(b));
+            self.pick_a(a, b, gt | (eq & bneg))
+        }
+    }
+}
+
+impl Avx512 {
+    /// `a` where `a` is NaN, else `b` where `b` is NaN, else `a` where `win`, else `b`.
+    #[inline(always)]
+    fn pick_a(self, a: __m512, b: __m512, win: __mmask16) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe {
+            let na = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a);
+            let nb = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(b, b);
+            _mm512_mask_blend_ps(na | (!nb & win), b, a)
+        }
+    }
+}
+
+// SAFETY: `Avx512` values exist only after detection (`new`) or under the
+// `new_unchecked` contract.
+unsafe impl Simd for Avx512 {
+    const LANES: usize = 16;
+
+    #[inline(always)]
+    unsafe fn load_s8(self, p: *const u8) -> __m512i {
+        // SAFETY: 16 readable bytes at p (caller); AVX-512F (token).
+        unsafe { _mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load_u8(self, p: *const u8) -> __m512i {
+        // SAFETY: as load_s8.
+        unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load_u4(self, p: *const u8) -> __m512i {
+        // SAFETY: 8 readable bytes at p (caller); AVX2/AVX-512F (token).
+        unsafe {
+            let x = _mm_loadl_epi64(p.cast());
+            _mm512_cvtepu8_epi32(Avx2::new_unchecked().expand_nibbles(x))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_s4(self, p: *const u8) -> __m512i {
+        // SAFETY: as load_u4.
+        unsafe {
+            let eight = _mm512_set1_epi32(8);
+            _mm512_sub_epi32(_mm512_xor_si512(self.load_u4(p), eight), eight)
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_s32(self, p: *const u8) -> __m512i {
+        // SAFETY: 64 readable bytes at p (caller).
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load_f32(self, p: *const u8) -> __m512 {
+        // SAFETY: 64 readable bytes at p (caller).
+        unsafe { _mm512_loadu_ps(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load_f16(self, p: *const u8) -> __m512 {
+        // SAFETY: 32 readable bytes at p (caller); AVX-512F (token).
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(self, p: *const u8) -> __m512 {
+        // SAFETY: 32 readable bytes at p (caller); AVX-512F (token).
+        unsafe {
+            let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    fn splat_int(self, v: i32) -> __m512i {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_set1_epi32(v) }
+    }
+    #[inline(always)]
+    fn splat_float(self, v: f32) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m512) {
+        // SAFETY: 64 writable bytes at p, aligned when NT (caller); AVX-512F (token).
+        unsafe {
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
+            let x = _mm512_castps_si512(y);
+            let bits = _mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x0040_0000));
+            if NT {
+                _mm512_stream_si512(p.cast(), bits)
+            } else {
+                _mm512_storeu_si512(p.cast(), bits)
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_f16<const NT: bool>(self, p: *mut u8, y: __m512) {
+        // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX-512F (token).
+        unsafe {
+            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
+            if NT {
+                _mm256_stream_si256(p.cast(), h)
+            } else {
+                _mm256_storeu_si256(p.cast(), h)
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: __m512) {
+        // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX-512F/BW (token).
+        unsafe {
+            let x = _mm512_castps_si512(y);
+            let mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff_ffff));
+            let nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7f80_0000));
+            let hi = _mm512_srli_epi32::<16>(x);
+            let lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+            let bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);
+            let rne = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, bias));
+            let qnan = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
+            let h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, qnan));
+            if NT {
+                _mm256_stream_si256(p.cast(), h)
+            } else {
+                _mm256_storeu_si256(p.cast(), h)
+            }
+        }
+    }
+    #[inline(always)]
+    fn fence(self) {
+        // SAFETY: SSE present on every x86-64.
+        unsafe { _mm_sfence() }
+    }
+}
+
+use crate::exec::Job;
+use crate::kernels::driver::run_vector;
+use crate::kernels::{FloatType, Formula, IntType};
+use core::ops::Range;
+
+/// The AVX2 kernel of one combination.
+///
+/// # Safety
+/// The CPU has AVX2 and F16C; `range` is inside `0..numel`.
+#[target_feature(enable = "avx2,f16c")]
+pub unsafe fn run_avx2<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+    job: &Job<'_>,
+    range: Range<usize>,
+) {
+    // SAFETY: the features are enabled (caller); range per the caller.
+    unsafe { run_vector::<Avx2, S, Z, D, F>(Avx2::new_unchecked(), job, range) }
+}
+
+/// The AVX-512 kernel of one combination.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, VL, DQ, AVX2 and F16C; `range` is inside `0..numel`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+pub unsafe fn run_avx512<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+    job: &Job<'_>,
+    range: Range<usize>,
+) {
+    // SAFETY: the features are enabled (caller); range per the caller.
+    unsafe { run_vector::<Avx512, S, Z, D, F>(Avx512::new_unchecked(), job, range) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// f32 inputs around every 16-bit result pattern: the value, its f32
+    /// neighbours, the ties with the next pattern and their neighbours.
+    fn around_every_pattern(to_f32: fn(u16) -> f32) -> Vec<f32> {
+        let mut v = Vec::new();
+        for h in 0..=u16::MAX {
+            let x = to_f32(h).to_bits();
+            let next = to_f32(h.wrapping_add(1)).to_bits();
+            let tie = x.wrapping_add(next.wrapping_sub(x) / 2);
+            for b in [
+                x,
+                x.wrapping_sub(1),
+                x.wrapping_add(1),
+                tie,
+                tie.wrapping_sub(1),
+                tie.wrapping_add(1),
+            ] {
+                v.push(f32::from_bits(b));
+            }
+        }
+        v
+    }
+
+    fn f16_inputs() -> Vec<f32> {
+        around_every_pattern(|h| half::f16::from_bits(h).to_f32())
+    }
+
+    fn bf16_inputs() -> Vec<f32> {
+        let mut v = around_every_pattern(|h| half::bf16::from_bits(h).to_f32());
+        // Exact low halves too: ties are 0x8000, neighbours 0x7fff / 0x8001.
+        for hi in 0..=u16::MAX as u32 {
+            for lo in [0x7fffu32, 0x8000, 0x8001, 0xffff] {
+                v.push(f32::from_bits(hi << 16 | lo));
+            }
+        }
+        v
+    }
+
+    /// Converts whole vectors with `store`, non-temporal or not.
+    fn convert<V: Simd>(v: V, xs: &[f32], nt: bool, f16: bool) -> Vec<u16> {
+        let n = V::LANES;
+        let mut out = vec![0u16; xs.len() / n * n + 64];
+        // Align the output for the non-temporal stores.
+        let skip = out.as_ptr().align_offset(64);
+        for (i, chunk) in xs.chunks_exact(n).enumerate() {
+            // SAFETY: `chunk` holds LANES f32; `out` has room for LANES u16 at
+            // `skip + i * n`, aligned to 64 bytes plus a multiple of LANES * 2.
+            unsafe {
+                let y = v.load_f32(chunk.as_ptr().cast());
+                let p = out.as_mut_ptr().add(skip + i * n).cast::<u8>();
+                match (f16, nt) {
+                    (true, true) => v.store_f16::<true>(p, y),
+                    (true, false) => v.store_f16::<false>(p, y),
+                    (false, true) => v.store_bf16::<true>(p, y),
+                    (false, false) => v.store_bf16::<false>(p, y),
+                }
+            }
+        }
+        v.fence();
+        out[skip..skip + xs.len() / n * n].to_vec()
+    }
+
+    fn check<V: Simd>(v: V, isa: &str) {
+        for nt in [false, true] {
+            let xs = f16_inputs();
+            let got = convert(v, &xs, nt, true);
+            for (x, g) in xs.iter().zip(&got) {
+                let want = half::f16::from_f32(*x).to_bits();
+                assert_eq!(*g, want, "{isa} f16 of {:#010x} (nt {nt})", x.to_bits());
+            }
+            let xs = bf16_inputs();
+            let got = convert(v, &xs, nt, false);
+            for (x, g) in xs.iter().zip(&got) {
+                let want = half::bf16::from_f32(*x).to_bits();
+                assert_eq!(*g, want, "{isa} bf16 of {:#010x} (nt {nt})", x.to_bits());
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    fn check_avx2(v: Avx2) {
+        check(v, "avx2")
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+    fn check_avx512(v: Avx512) {
+        check(v, "avx512")
+    }
+
+    #[test]
+    fn avx2_f16_bf16_stores_match_half_near_every_pattern() {
+        match Avx2::new() {
+            // SAFETY: the token proves the features.
+            Some(v) => unsafe { check_avx2(v) },
+            None => eprintln!("SKIPPED: avx2 not available on this CPU"),
+        }
+    }
+
+    #[test]
+    fn avx512_f16_bf16_stores_match_half_near_every_pattern() {
+        match Avx512::new() {
+            // SAFETY: the token proves the features.
+            Some(v) => unsafe { check_avx512(v) },
+            None => eprintln!("SKIPPED: avx512 not available on this CPU"),
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+    fn minmax_avx512(v: Avx512, a: &[f32; 16], b: &[f32; 16]) -> ([f32; 16], [f32; 16]) {
+        let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
+        // SAFETY: 16-element arrays.
+        unsafe {
+            let (x, y) = (v.load_f32(a.as_ptr().cast()), v.load_f32(b.as_ptr().cast()));
+            _mm512_storeu_ps(lo.as_mut_ptr(), v.min(x, y));
+            _mm512_storeu_ps(hi.as_mut_ptr(), v.max(x, y));
+        }
+        (lo, hi)
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    fn minmax_avx2(v: Avx2, a: &[f32; 16], b: &[f32; 16]) -> ([f32; 16], [f32; 16]) {
+        let (mut lo, mut hi) = ([0f32; 16], [0f32; 16]);
+        for h in [0, 8] {
+            // SAFETY: 8 elements from h within 16-element arrays.
+            unsafe {
+                let x = v.load_f32(a.as_ptr().add(h).cast());
+                let y = v.load_f32(b.as_ptr().add(h).cast());
+                _mm256_storeu_ps(lo.as_mut_ptr().add(h), v.min(x, y));
+                _mm256_storeu_ps(hi.as_mut_ptr().add(h), v.max(x, y));
+            }
+        }
+        (lo, hi)
+    }
+
+    #[test]
+    fn vector_min_max_follow_the_formula_rules() {
+        let nan1 = f32::from_bits(0x7fc0_0001);
+        let nan2 = f32::from_bits(0xffc0_0002);
+        let vals = [0.0, -0.0, 1.0, -1.0, nan1, nan2, f32::INFINITY, 1e-45];
+        let mut a = [0f32; 16];
+        let mut b = [0f32; 16];
+        let mut cases = Vec::new();
+        for x in vals {
+            for y in vals {
+                cases.push((x, y));
+            }
+        }
+        for chunk in cases.chunks(16) {
+            for (i, &(x, y)) in chunk.iter().enumerate() {
+                a[i] = x;
+                b[i] = y;
+            }
+            let mut results = Vec::new();
+            if let Some(v) = Avx512::new() {
+                // SAFETY: the token proves the features.
+                results.push(("avx512", unsafe { minmax_avx512(v, &a, &b) }));
+            } else {
+                eprintln!("SKIPPED: avx512 not available on this CPU");
+            }
+            if let Some(v) = Avx2::new() {
+                // SAFETY: the token proves the features.
+                results.push(("avx2", unsafe { minmax_avx2(v, &a, &b) }));
+            } else {
+                eprintln!("SKIPPED: avx2 not available on this CPU");
+            }
+            for (isa, (lo, hi)) in results {
+                for i in 0..chunk.len() {
+                    let want_lo = crate::formula::min(a[i], b[i]).to_bits();
+                    let want_hi = crate::formula::max(a[i], b[i]).to_bits();
+                    assert_eq!(lo[i].to_bits(), want_lo, "{isa} min({}, {})", a[i], b[i]);
+                    assert_eq!(hi[i].to_bits(), want_hi, "{isa} max({}, {})", a[i], b[i]);
+                }
+            }
+        }
+    }
+}

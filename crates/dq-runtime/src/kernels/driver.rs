@@ -1,0 +1,431 @@
+//! The loops: walk a plan's loop nest over a range of logical elements and
+//! evaluate the formula on each innermost run, in vectors where the run is
+//! contiguous, element by element (exact integers) everywhere else.
+
+use core::ops::Range;
+
+use super::dtypes::{FloatType, IntType};
+use super::lanes::{ExactInt, Formula, Scalar};
+use crate::arch::{self, Simd};
+use crate::dtype::DType;
+use crate::exec::Job;
+use crate::plan::Loop;
+
+/// Raw views of a job's buffers. Offsets computed from the plan's loops stay
+/// inside them: `Plan::bind` checked every buffer against its view.
+struct Ctx {
+    src: *const u8,
+    scales: *const u8,
+    zps: *const u8,
+    dst: *mut u8,
+    zps_broadcast: bool,
+}
+
+impl Ctx {
+    fn new(job: &Job<'_>) -> Ctx {
+        Ctx {
+            src: job.src().as_ptr(),
+            scales: job.scales().as_ptr(),
+            zps: job.zps().as_ptr(),
+            dst: job.dst_ptr(),
+            zps_broadcast: job.plan().zps_broadcast(),
+        }
+    }
+}
+
+/// One innermost run: offsets of the outer loops, and its inner index range.
+#[derive(Clone, Copy)]
+struct Row {
+    src: usize,
+    dst: usize,
+    scale: usize,
+    i0: usize,
+    i1: usize,
+}
+
+/// Calls `f` for each innermost run of logical elements `range`, in order.
+#[inline(always)]
+fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
+    let n = loops.len();
+    if n == 0 || range.is_empty() {
+        return;
+    }
+    let mut idx = vec![0usize; n];
+    let mut l = range.start;
+    for d in (0..n).rev() {
+        idx[d] = l % loops[d].len;
+        l /= loops[d].len;
+    }
+    let mut left = range.len();
+    loop {
+        let (mut src, mut dst, mut scale) = (0, 0, 0);
+        for (i, lp) in idx.iter().zip(&loops[..n - 1]) {
+            src += i * lp.src_stride;
+            dst += i * lp.dst_stride;
+            scale += i / lp.group * lp.scale_stride;
+        }
+        let i0 = idx[n - 1];
+        let i1 = loops[n - 1].len.min(i0 + left);
+        f(Row {
+            src,
+            dst,
+            scale,
+            i0,
+            i1,
+        });
+        left -= i1 - i0;
+        if left == 0 {
+            return;
+        }
+        idx[n - 1] = 0;
+        for d in (0..n - 1).rev() {
+            idx[d] += 1;
+            if idx[d] < loops[d].len {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// The portable path, and the exact one for wide integers and f64: one element
+/// at a time with exact integers, any strides.
+pub fn run_exact<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+    job: &Job<'_>,
+    range: Range<usize>,
+) {
+    let c = Ctx::new(job);
+    let loops = job.plan().loops();
+    let Some(inner) = loops.last().copied() else {
+        return;
+    };
+    // SAFETY: the rows come from the plan's loop nest restricted to `range`, so
+    // every offset is inside the buffers `bind` checked, and the dst elements
+    // are this call's own (Kernel::run contract).
+    walk(loops, range, |r| unsafe {
+        exact_row::<S, Z, D, F>(&c, &inner, r)
+    });
+}
+
+/// # Safety
+/// `r` is a run of the plan's loop nest inside the job's range.
+#[inline(always)]
+unsafe fn exact_row<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+    c: &Ctx,
+    inner: &Loop,
+    r: Row,
+) {
+    for i in r.i0..r.i1 {
+        let si = r.scale + i / inner.group * inner.scale_stride;
+        let zi = if c.zps_broadcast { 0 } else { si };
+        // SAFETY: in-view offsets (caller).
+        unsafe {
+            let z = Z::load(c.zps, zi);
+            let s = D::load(c.scales, si);
+            let so = r.src + i * inner.src_stride;
+            elem::<S, Z, D, F>(c, so, r.dst + i * inner.dst_stride, z, s);
+        }
+    }
+}
+
+/// One element, scalar and exact.
+///
+/// # Safety
+/// `so` and `dof` are in-view offsets of an element of this call's range.
+#[inline(always)]
+unsafe fn elem<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+    c: &Ctx,
+    so: usize,
+    dof: usize,
+    z: i64,
+    s: D::Work,
+) {
+    let l = Scalar::<Z::Exact, D::Work>::default();
+    // SAFETY: in-view offsets (caller).
+    unsafe {
+        let q = S::load(c.src, so);
+        let y = F::eval(l, ExactInt::from_i64(q), ExactInt::from_i64(z), s);
+        D::store(c.dst, dof, y);
+    }
+}
+
+/// Zero points beyond this magnitude could make `q - z` leave the i32 lanes.
+const ZP_LIMIT: i64 = i32::MAX as i64 - 256;
+
+/// True when every `q - z` of the job fits the vector kernels' i32 lanes.
+fn fits_i32<S: IntType, Z: IntType>(job: &Job<'_>) -> bool {
+    if !S::SMALL {
+        return false;
+    }
+    if Z::SMALL {
+        return true;
+    }
+    Z::DTYPE == Some(DType::S32)
+        && job
+            .zps()
+            .chunks_exact(4)
+            .all(|b| (i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64).abs() <= ZP_LIMIT)
+}
+
+/// The vector path for ISA `V`; falls back to [`run_exact`] when it does not apply.
+///
+/// # Safety
+/// Called with a job and a range inside `0..numel` (Kernel::run contract).
+#[inline(always)]
+pub unsafe fn run_vector<V: Simd, S: IntType, Z: IntType, D: FloatType, F: Formula>(
+    v: V,
+    job: &Job<'_>,
+    range: Range<usize>,
+) {
+    if !D::VECTOR || !fits_i32::<S, Z>(job) {
+        return run_exact::<S, Z, D, F>(job, range);
+    }
+    let plan = job.plan();
+    let Some(inner) = plan.loops().last().copied() else {
+        return;
+    };
+    let c = Ctx::new(job);
+    // Outputs bigger than (half) the last-level cache bypass it: ordinary stores
+    // would read every dst line first, and the data would not be reused.
+    let streaming = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
+    // SAFETY (both walks): rows of the plan's loop nest inside `range` (see run_exact).
+    if streaming {
+        walk(plan.loops(), range, |r| unsafe {
+            vec_row::<V, S, Z, D, F, true>(v, &c, &inner, r)
+        });
+        v.fence();
+    } else {
+        walk(plan.loops(), range, |r| unsafe {
+            vec_row::<V, S, Z, D, F, false>(v, &c, &inner, r)
+        });
+    }
+}
+
+/// One innermost run, choosing its loop shape.
+///
+/// # Safety
+/// `r` is a run of the plan's loop nest inside the job's range.
+#[inline(always)]
+unsafe fn vec_row<V: Simd, S: IntType, Z: IntType, D: FloatType, F: Formula, const NT: bool>(
+    v: V,
+    c: &Ctx,
+    inner: &Loop,
+    r: Row,
+) {
+    if inner.src_stride != 1 || inner.dst_stride != 1 {
+        // (d) general strided fallback.
+        // SAFETY: forwarded.
+        return unsafe { exact_row::<S, Z, D, F>(c, inner, r) };
+    }
+    let g = inner.group;
+    // SAFETY (all arms): the segments cover exactly the run's elements.
+    unsafe {
+        if g >= inner.len {
+            // (a) one scale for the whole contiguous run.
+            let p = const_p::<V, Z, D>(v, c, r.scale);
+            seg::<V, S, Z, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+        } else if g == 1 && inner.scale_stride == 1 {
+            // (b) a scale per element.
+            let p = ElemP::<V, Z, D>::new(v, c, r.scale + r.i0);
+            seg::<V, S, Z, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+        } else {
+            // (c) a scale per group; the run may start and end mid-group.
+            let mut i = r.i0;
+            while i < r.i1 {
+                let j = i / g;
+                let end = r.i1.min((j + 1) * g);
+                let p = const_p::<V, Z, D>(v, c, r.scale + j * inner.scale_stride);
+                seg::<V, S, Z, D, F, _, NT>(v, c, r.src + i, r.dst + i, end - i, &p);
+                i = end;
+            }
+        }
+    }
+}
+
+/// Where a segment's zero points and scales come from.
+trait Params<V: Simd, W> {
+    /// Zero points and scales of elements `k..k + LANES`.
+    ///
+    /// # Safety
+    /// Those elements are in the segment.
+    unsafe fn vec(&self, v: V, k: usize) -> (V::Int, V::Float);
+    /// Zero point and scale of element `k`.
+    ///
+    /// # Safety
+    /// Element `k` is in the segment.
+    unsafe fn scalar(&self, k: usize) -> (i64, W);
+    /// True when vectors may start at element `k` (4-bit zero points need even offsets).
+    fn vec_from(&self, k: usize) -> bool;
+}
+
+/// One zero point and scale for the whole segment.
+struct ConstP<V: Simd, W> {
+    zv: V::Int,
+    sv: V::Float,
+    z: i64,
+    s: W,
+}
+
+/// The parameters of scale index `si`.
+///
+/// # Safety
+/// `si` is a valid scale index of the job.
+#[inline(always)]
+unsafe fn const_p<V: Simd, Z: IntType, D: FloatType>(
+    v: V,
+    c: &Ctx,
+    si: usize,
+) -> ConstP<V, D::Work> {
+    let zi = if c.zps_broadcast { 0 } else { si };
+    // SAFETY: valid scale / zero-point index (caller).
+    let (z, s) = unsafe { (Z::load(c.zps, zi), D::load(c.scales, si)) };
+    ConstP {
+        zv: v.splat_int(z as i32),
+        sv: v.splat_float(D::work_f32(s)),
+        z,
+        s,
+    }
+}
+
+impl<V: Simd, W: Copy> Params<V, W> for ConstP<V, W> {
+    #[inline(always)]
+    unsafe fn vec(&self, _v: V, _k: usize) -> (V::Int, V::Float) {
+        (self.zv, self.sv)
+    }
+    #[inline(always)]
+    unsafe fn scalar(&self, _k: usize) -> (i64, W) {
+        (self.z, self.s)
+    }
+    #[inline(always)]
+    fn vec_from(&self, _k: usize) -> bool {
+        true
+    }
+}
+
+/// A zero point and scale per element, from scale index `si`.
+struct ElemP<V: Simd, Z, D> {
+    zps: *const u8,
+    scales: *const u8,
+    si: usize,
+    broadcast: Option<(V::Int, i64)>,
+    _t: core::marker::PhantomData<(Z, D)>,
+}
+
+impl<V: Simd, Z: IntType, D: FloatType> ElemP<V, Z, D> {
+    /// # Safety
+    /// `si` is a valid scale index of the job.
+    #[inline(always)]
+    unsafe fn new(v: V, c: &Ctx, si: usize) -> Self {
+        // SAFETY: a broadcast zero point has index 0 (caller's job).
+        let broadcast = c.zps_broadcast.then(|| unsafe {
+            let z = Z::load(c.zps, 0);
+            (v.splat_int(z as i32), z)
+        });
+        ElemP {
+            zps: c.zps,
+            scales: c.scales,
+            si,
+            broadcast,
+            _t: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<V: Simd, Z: IntType, D: FloatType> Params<V, D::Work> for ElemP<V, Z, D> {
+    #[inline(always)]
+    unsafe fn vec(&self, v: V, k: usize) -> (V::Int, V::Float) {
+        // SAFETY: elements of the segment (caller).
+        unsafe {
+            let z = match self.broadcast {
+                Some((zv, _)) => zv,
+                None => Z::load_vec(v, self.zps, self.si + k),
+            };
+            (z, D::load_vec(v, self.scales, self.si + k))
+        }
+    }
+    #[inline(always)]
+    unsafe fn scalar(&self, k: usize) -> (i64, D::Work) {
+        // SAFETY: an element of the segment (caller).
+        unsafe {
+            let z = match self.broadcast {
+                Some((_, z)) => z,
+                None => Z::load(self.zps, self.si + k),
+            };
+            (z, D::load(self.scales, self.si + k))
+        }
+    }
+    #[inline(always)]
+    fn vec_from(&self, k: usize) -> bool {
+        self.broadcast.is_some() || !is_4bit(Z::DTYPE) || (self.si + k).is_multiple_of(2)
+    }
+}
+
+const fn is_4bit(d: Option<DType>) -> bool {
+    matches!(d, Some(DType::S4 | DType::U4))
+}
+
+/// A contiguous segment of `n` elements from src offset `so` and dst offset `dof`:
+/// a scalar head (odd nibble, or alignment for non-temporal stores), whole
+/// vectors, a scalar tail.
+///
+/// # Safety
+/// The segment's elements are in view and in the job's range; `p` describes them.
+#[inline(always)]
+unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
+    v: V,
+    c: &Ctx,
+    so: usize,
+    dof: usize,
+    n: usize,
+    p: &P,
+) where
+    V: Simd,
+    S: IntType,
+    Z: IntType,
+    D: FloatType,
+    F: Formula,
+    P: Params<V, D::Work>,
+{
+    let lanes = V::LANES;
+    let mut head = if is_4bit(S::DTYPE) { so % 2 } else { 0 };
+    if NT {
+        let addr = c.dst as usize + dof * D::SIZE;
+        let align = lanes * D::SIZE;
+        let to_align = (align - addr % align) % align / D::SIZE;
+        if !addr.is_multiple_of(D::SIZE)
+            || (is_4bit(S::DTYPE) && !(so + to_align).is_multiple_of(2))
+        {
+            // Cannot align this segment: ordinary stores.
+            // SAFETY: forwarded.
+            return unsafe { seg::<V, S, Z, D, F, P, false>(v, c, so, dof, n, p) };
+        }
+        head = to_align;
+    }
+    let head = head.min(n);
+    let vec_end = if p.vec_from(head) {
+        head + (n - head) / lanes * lanes
+    } else {
+        head
+    };
+    // SAFETY: every k below is < n, an element of the segment (caller); vector
+    // loads and stores cover elements k..k + lanes <= vec_end <= n, and with NT
+    // the dst address of element `head` is aligned to `lanes * D::SIZE`.
+    unsafe {
+        for k in 0..head {
+            let (z, s) = p.scalar(k);
+            elem::<S, Z, D, F>(c, so + k, dof + k, z, s);
+        }
+        let mut k = head;
+        while k < vec_end {
+            let (z, s) = p.vec(v, k);
+            let q = S::load_vec(v, c.src, so + k);
+            let y = F::eval(v, q, z, s);
+            D::store_vec::<V, NT>(v, c.dst, dof + k, y);
+            k += lanes;
+        }
+        for k in vec_end..n {
+            let (z, s) = p.scalar(k);
+            elem::<S, Z, D, F>(c, so + k, dof + k, z, s);
+        }
+    }
+}

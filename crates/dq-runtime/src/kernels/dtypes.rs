@@ -1,0 +1,324 @@
+//! Type-level dtypes: the markers `#[dequant_kernel]` instantiates the generic
+//! kernels with, each knowing how to load or store its elements.
+
+use half::{bf16, f16};
+
+use super::lanes::{ExactInt, FromI64};
+use crate::arch::Simd;
+use crate::convert::{f32_to_bf16_bits, quiet_f32, quiet_f64};
+use crate::dtype::DType;
+
+/// An integer src or zero-point type (or [`NoZp`]).
+pub trait IntType: 'static {
+    /// The dtype (`None` for [`NoZp`]).
+    const DTYPE: Option<DType>;
+    /// True when every value lies in `-128..=255` (so `q - z` fits i32 lanes).
+    const SMALL: bool;
+    /// The exact integer type for `q - z` with this zero-point type.
+    type Exact: ExactInt;
+    /// Element `o` (nibble offset for 4-bit).
+    ///
+    /// # Safety
+    /// `base` is valid for reading element `o`.
+    unsafe fn load(base: *const u8, o: usize) -> i64;
+    /// `V::LANES` elements from `o` (even for 4-bit).
+    ///
+    /// # Safety
+    /// `base` is valid for reading those elements; never called for s64.
+    unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Int;
+}
+
+/// A float dst type (the scales have the same type).
+pub trait FloatType: 'static {
+    /// The dtype.
+    const DTYPE: DType;
+    /// Bytes per element.
+    const SIZE: usize;
+    /// True when the vector kernels handle it (f32 working type).
+    const VECTOR: bool;
+    /// The working float type (f64 for f64 dst, else f32).
+    type Work: FromI64;
+    /// Scale element `o`, exact in the working type.
+    ///
+    /// # Safety
+    /// `base` is valid for reading element `o`.
+    unsafe fn load(base: *const u8, o: usize) -> Self::Work;
+    /// Rounds `y` once, nearest-even (NaN quieted), into element `o`.
+    ///
+    /// # Safety
+    /// `base` is valid for writing element `o`, which no one else accesses.
+    unsafe fn store(base: *mut u8, o: usize, y: Self::Work);
+    /// The working value as f32 (exact when `VECTOR`).
+    fn work_f32(w: Self::Work) -> f32;
+    /// `V::LANES` scales from element `o`.
+    ///
+    /// # Safety
+    /// `base` is valid for reading those elements; only when `VECTOR`.
+    unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float;
+    /// Stores `V::LANES` results from element `o`.
+    ///
+    /// # Safety
+    /// `base` is valid for writing those elements (aligned to the vector size
+    /// when `NT`); only when `VECTOR`.
+    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float);
+}
+
+macro_rules! marker {
+    ($($(#[$doc:meta])* $name:ident;)*) => {
+        $($(#[$doc])* #[derive(Clone, Copy, Debug)] pub struct $name;)*
+    };
+}
+
+marker! {
+    /// s4 (src or zero points).
+    S4;
+    /// u4 (src or zero points).
+    U4;
+    /// s8 (src or zero points).
+    S8;
+    /// u8 (src or zero points).
+    U8;
+    /// s32 (axes-form src, zero points).
+    S32;
+    /// s64 (the static op's wide zero points).
+    S64;
+    /// No zero points (all zero).
+    NoZp;
+    /// f16 dst and scales.
+    F16;
+    /// bf16 dst and scales.
+    BF16;
+    /// f32 dst and scales.
+    F32;
+    /// f64 dst and scales (axes form).
+    F64;
+}
+
+/// Reads `N` bytes at element `o` of a buffer of `N`-byte elements.
+///
+/// # Safety
+/// `base` is valid for reading them.
+#[inline(always)]
+unsafe fn read<const N: usize>(base: *const u8, o: usize) -> [u8; N] {
+    // SAFETY: caller guarantees the N bytes are readable.
+    unsafe { base.add(o * N).cast::<[u8; N]>().read_unaligned() }
+}
+
+/// Writes `N` bytes at element `o`.
+///
+/// # Safety
+/// `base` is valid for writing them.
+#[inline(always)]
+unsafe fn write<const N: usize>(base: *mut u8, o: usize, b: [u8; N]) {
+    // SAFETY: caller guarantees the N bytes are writable.
+    unsafe { base.add(o * N).cast::<[u8; N]>().write_unaligned(b) }
+}
+
+/// The raw nibble at nibble offset `o`.
+///
+/// # Safety
+/// `base` is valid for reading byte `o / 2`.
+#[inline(always)]
+unsafe fn nibble(base: *const u8, o: usize) -> u8 {
+    // SAFETY: caller guarantees byte o / 2 is readable.
+    unsafe { (*base.add(o / 2) >> ((o & 1) * 4)) & 0x0f }
+}
+
+macro_rules! int_type {
+    ($t:ident, $d:expr, $small:expr, $exact:ty,
+     |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
+        impl IntType for $t {
+            const DTYPE: Option<DType> = $d;
+            const SMALL: bool = $small;
+            type Exact = $exact;
+            #[inline(always)]
+            #[allow(unused_unsafe)]
+            unsafe fn load($b: *const u8, $o: usize) -> i64 {
+                // SAFETY: forwarded from the caller.
+                unsafe { $load }
+            }
+            #[inline(always)]
+            #[allow(unused_unsafe)]
+            unsafe fn load_vec<V: Simd>($v: V, $vb: *const u8, $vo: usize) -> V::Int {
+                // SAFETY: forwarded from the caller.
+                unsafe { $vec }
+            }
+        }
+    };
+}
+
+int_type!(
+    S4,
+    Some(DType::S4),
+    true,
+    i64,
+    |b, o| crate::dtype::s4_value(nibble(b, o)) as i64,
+    |v, b, o| v.load_s4(b.add(o / 2))
+);
+int_type!(
+    U4,
+    Some(DType::U4),
+    true,
+    i64,
+    |b, o| nibble(b, o) as i64,
+    |v, b, o| v.load_u4(b.add(o / 2))
+);
+int_type!(
+    S8,
+    Some(DType::S8),
+    true,
+    i64,
+    |b, o| i8::from_le_bytes(read::<1>(b, o)) as i64,
+    |v, b, o| v.load_s8(b.add(o))
+);
+int_type!(
+    U8,
+    Some(DType::U8),
+    true,
+    i64,
+    |b, o| u8::from_le_bytes(read::<1>(b, o)) as i64,
+    |v, b, o| v.load_u8(b.add(o))
+);
+int_type!(
+    S32,
+    Some(DType::S32),
+    false,
+    i64,
+    |b, o| i32::from_le_bytes(read::<4>(b, o)) as i64,
+    |v, b, o| v.load_s32(b.add(o * 4))
+);
+int_type!(
+    S64,
+    Some(DType::S64),
+    false,
+    i128,
+    |b, o| i64::from_le_bytes(read::<8>(b, o)),
+    |v, _b, _o| unreachable_vec(v)
+);
+int_type!(NoZp, None, true, i64, |_b, _o| 0, |v, _b, _o| v
+    .splat_int(0));
+
+/// s64 zero points always take the exact scalar path.
+#[inline(always)]
+fn unreachable_vec<V: Simd>(_v: V) -> V::Int {
+    unreachable!("s64 zero points take the exact path")
+}
+
+impl FloatType for F32 {
+    const DTYPE: DType = DType::F32;
+    const SIZE: usize = 4;
+    const VECTOR: bool = true;
+    type Work = f32;
+    #[inline(always)]
+    fn work_f32(w: f32) -> f32 {
+        w
+    }
+    #[inline(always)]
+    unsafe fn load(base: *const u8, o: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        f32::from_le_bytes(unsafe { read::<4>(base, o) })
+    }
+    #[inline(always)]
+    unsafe fn store(base: *mut u8, o: usize, y: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { write::<4>(base, o, quiet_f32(y).to_le_bytes()) }
+    }
+    #[inline(always)]
+    unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.load_f32(base.add(o * 4)) }
+    }
+    #[inline(always)]
+    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_f32::<NT>(base.add(o * 4), y) }
+    }
+}
+
+impl FloatType for F16 {
+    const DTYPE: DType = DType::F16;
+    const SIZE: usize = 2;
+    const VECTOR: bool = true;
+    type Work = f32;
+    #[inline(always)]
+    fn work_f32(w: f32) -> f32 {
+        w
+    }
+    #[inline(always)]
+    unsafe fn load(base: *const u8, o: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        f16::from_le_bytes(unsafe { read::<2>(base, o) }).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn store(base: *mut u8, o: usize, y: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { write::<2>(base, o, f16::from_f32(y).to_le_bytes()) }
+    }
+    #[inline(always)]
+    unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.load_f16(base.add(o * 2)) }
+    }
+    #[inline(always)]
+    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_f16::<NT>(base.add(o * 2), y) }
+    }
+}
+
+impl FloatType for BF16 {
+    const DTYPE: DType = DType::BF16;
+    const SIZE: usize = 2;
+    const VECTOR: bool = true;
+    type Work = f32;
+    #[inline(always)]
+    fn work_f32(w: f32) -> f32 {
+        w
+    }
+    #[inline(always)]
+    unsafe fn load(base: *const u8, o: usize) -> f32 {
+        // SAFETY: forwarded from the caller.
+        bf16::from_le_bytes(unsafe { read::<2>(base, o) }).to_f32()
+    }
+    #[inline(always)]
+    unsafe fn store(base: *mut u8, o: usize, y: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { write::<2>(base, o, f32_to_bf16_bits(y).to_le_bytes()) }
+    }
+    #[inline(always)]
+    unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.load_bf16(base.add(o * 2)) }
+    }
+    #[inline(always)]
+    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_bf16::<NT>(base.add(o * 2), y) }
+    }
+}
+
+impl FloatType for F64 {
+    const DTYPE: DType = DType::F64;
+    const SIZE: usize = 8;
+    const VECTOR: bool = false;
+    type Work = f64;
+    fn work_f32(w: f64) -> f32 {
+        w as f32
+    }
+    #[inline(always)]
+    unsafe fn load(base: *const u8, o: usize) -> f64 {
+        // SAFETY: forwarded from the caller.
+        f64::from_le_bytes(unsafe { read::<8>(base, o) })
+    }
+    #[inline(always)]
+    unsafe fn store(base: *mut u8, o: usize, y: f64) {
+        // SAFETY: forwarded from the caller.
+        unsafe { write::<8>(base, o, quiet_f64(y).to_le_bytes()) }
+    }
+    unsafe fn load_vec<V: Simd>(_v: V, _base: *const u8, _o: usize) -> V::Float {
+        unreachable!("f64 dst takes the exact path")
+    }
+    unsafe fn store_vec<V: Simd, const NT: bool>(_v: V, _b: *mut u8, _o: usize, _y: V::Float) {
+        unreachable!("f64 dst takes the exact path")
+    }
+}

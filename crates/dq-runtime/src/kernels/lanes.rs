@@ -1,0 +1,180 @@
+//! The lane abstraction a `#[dequant_kernel]` formula is evaluated over: scalars
+//! (exact integers) or vectors of i32/f32 lanes (see [`crate::arch::Simd`]).
+
+use core::marker::PhantomData;
+
+use crate::formula::{self, WorkFloat};
+
+/// The operations of the formula DSL on one value or a vector of lanes.
+///
+/// Typing follows [`crate::formula`]: `Int` values are exact integers (vector
+/// implementations use i32 lanes; callers take them only when `q - z` fits),
+/// `Float` values are the working float type.
+pub trait Lanes: Copy {
+    /// An integer value (`q`, `z`, `q - z`).
+    type Int: Copy;
+    /// A working-float value.
+    type Float: Copy;
+    /// Exact `a - b`.
+    fn int_sub(self, a: Self::Int, b: Self::Int) -> Self::Int;
+    /// An integer rounded to the working float, nearest-even.
+    fn float(self, a: Self::Int) -> Self::Float;
+    /// A literal rounded to the working float, nearest-even.
+    fn lit(self, v: f64) -> Self::Float;
+    /// `-a`.
+    fn neg(self, a: Self::Float) -> Self::Float;
+    /// `|a|`.
+    fn abs(self, a: Self::Float) -> Self::Float;
+    /// `a + b`.
+    fn add(self, a: Self::Float, b: Self::Float) -> Self::Float;
+    /// `a - b`.
+    fn sub(self, a: Self::Float, b: Self::Float) -> Self::Float;
+    /// `a * b`.
+    fn mul(self, a: Self::Float, b: Self::Float) -> Self::Float;
+    /// [`formula::min`].
+    fn min(self, a: Self::Float, b: Self::Float) -> Self::Float;
+    /// [`formula::max`].
+    fn max(self, a: Self::Float, b: Self::Float) -> Self::Float;
+}
+
+/// An element formula compiled into Rust by `#[dequant_kernel]`.
+pub trait Formula: 'static {
+    /// The result for `q`, `z`, `s` (before the final rounding into dst).
+    fn eval<L: Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float;
+}
+
+/// The spec's formula `(q - z) * s` in Rust, the twin of [`formula::STANDARD`].
+#[derive(Clone, Copy, Debug)]
+pub struct Standard;
+
+impl Formula for Standard {
+    #[inline(always)]
+    fn eval<L: Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float {
+        let d = l.int_sub(q, z);
+        l.mul(l.float(d), s)
+    }
+}
+
+/// An exact integer type for the scalar path (`i64`, or `i128` for s64 zero points).
+pub trait ExactInt: Copy + 'static {
+    /// Widens an `i64`.
+    fn from_i64(v: i64) -> Self;
+    /// `self - b` (exact: the type is wide enough for the operands it is given).
+    fn sub(self, b: Self) -> Self;
+    /// Rounds to `F`, nearest-even.
+    fn round<F: FromI64>(self) -> F;
+}
+
+impl ExactInt for i64 {
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn sub(self, b: Self) -> Self {
+        // Operands are values of at most 32-bit types here: no overflow.
+        self.wrapping_sub(b)
+    }
+    #[inline(always)]
+    fn round<F: FromI64>(self) -> F {
+        F::from_i64(self)
+    }
+}
+
+impl ExactInt for i128 {
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v as i128
+    }
+    #[inline(always)]
+    fn sub(self, b: Self) -> Self {
+        self - b
+    }
+    #[inline(always)]
+    fn round<F: FromI64>(self) -> F {
+        F::from_int(self)
+    }
+}
+
+/// Extra conversion the scalar path needs on top of [`WorkFloat`].
+pub trait FromI64: WorkFloat {
+    /// Rounds an `i64`, nearest-even.
+    fn from_i64(v: i64) -> Self;
+}
+
+impl FromI64 for f32 {
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v as f32
+    }
+}
+
+impl FromI64 for f64 {
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v as f64
+    }
+}
+
+/// Scalar lanes: exact integers of type `I`, floats of type `F`.
+#[derive(Debug)]
+pub struct Scalar<I, F>(PhantomData<(I, F)>);
+
+impl<I, F> Clone for Scalar<I, F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<I, F> Copy for Scalar<I, F> {}
+
+impl<I, F> Default for Scalar<I, F> {
+    fn default() -> Self {
+        Scalar(PhantomData)
+    }
+}
+
+impl<I: ExactInt, F: FromI64> Lanes for Scalar<I, F> {
+    type Int = I;
+    type Float = F;
+
+    #[inline(always)]
+    fn int_sub(self, a: I, b: I) -> I {
+        a.sub(b)
+    }
+    #[inline(always)]
+    fn float(self, a: I) -> F {
+        a.round::<F>()
+    }
+    #[inline(always)]
+    fn lit(self, v: f64) -> F {
+        F::from_lit(v)
+    }
+    #[inline(always)]
+    fn neg(self, a: F) -> F {
+        -a
+    }
+    #[inline(always)]
+    fn abs(self, a: F) -> F {
+        a.abs()
+    }
+    #[inline(always)]
+    fn add(self, a: F, b: F) -> F {
+        a.add(b)
+    }
+    #[inline(always)]
+    fn sub(self, a: F, b: F) -> F {
+        a.sub(b)
+    }
+    #[inline(always)]
+    fn mul(self, a: F, b: F) -> F {
+        a.mul(b)
+    }
+    #[inline(always)]
+    fn min(self, a: F, b: F) -> F {
+        formula::min(a, b)
+    }
+    #[inline(always)]
+    fn max(self, a: F, b: F) -> F {
+        formula::max(a, b)
+    }
+}

@@ -1,0 +1,165 @@
+//! Compile-time generated kernels: the generic loops `#[dequant_kernel]`
+//! instantiates, the table it builds, and the [`GeneratedKernel`] backend.
+//!
+//! A kernel is a [`FormulaIr`] (for the JIT and the reference) plus a table of
+//! [`Entry`]s, one per (src, zps, dst) combination, each holding one function per
+//! ISA. The functions walk [`Plan::loops`] and run each innermost run as one of:
+//! (a) one scale for a contiguous run, (b) a scale per element, (c) a scale per
+//! group (runs may start and end mid-group), (d) a general strided fallback.
+
+use core::ops::Range;
+
+use crate::arch::{self, Isa};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::exec::{Job, Kernel};
+use crate::formula::FormulaIr;
+use crate::plan::Plan;
+
+pub mod driver;
+pub mod dtypes;
+pub mod lanes;
+
+pub use dtypes::{FloatType, IntType};
+pub use lanes::{ExactInt, Formula, FromI64, Lanes, Scalar, Standard};
+
+/// A kernel function: runs logical elements `range` of a job.
+///
+/// Unsafe because an ISA-specific one needs its CPU features.
+pub type RunFn = unsafe fn(&Job<'_>, Range<usize>);
+
+/// The kernels of one (src, zps, dst) combination, one function per ISA.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// Src dtype.
+    pub src: DType,
+    /// Zero-point dtype, `None` for symmetric.
+    pub zps: Option<DType>,
+    /// Dst (and scales) dtype.
+    pub dst: DType,
+    portable: RunFn,
+    #[cfg(target_arch = "x86_64")]
+    avx2: RunFn,
+    #[cfg(target_arch = "x86_64")]
+    avx512: RunFn,
+}
+
+impl Entry {
+    /// The entry of formula `F` for src `S`, zero points `Z`, dst `D`.
+    pub const fn new<S: IntType, Z: IntType, D: FloatType, F: Formula>() -> Entry {
+        let src = match S::DTYPE {
+            Some(d) => d,
+            None => panic!("src cannot be `none`"),
+        };
+        Entry {
+            src,
+            zps: Z::DTYPE,
+            dst: D::DTYPE,
+            portable: driver::run_exact::<S, Z, D, F>,
+            #[cfg(target_arch = "x86_64")]
+            avx2: arch::x86_64::run_avx2::<S, Z, D, F>,
+            #[cfg(target_arch = "x86_64")]
+            avx512: arch::x86_64::run_avx512::<S, Z, D, F>,
+        }
+    }
+
+    /// The dtype triple, as [`Plan::kernel_key`] gives it.
+    pub fn key(&self) -> (DType, Option<DType>, DType) {
+        (self.src, self.zps, self.dst)
+    }
+
+    fn func(&self, isa: Isa) -> RunFn {
+        match isa {
+            Isa::Portable => self.portable,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => self.avx2,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => self.avx512,
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => self.portable,
+        }
+    }
+}
+
+/// A `#[dequant_kernel]` backend: its formula and its table.
+#[derive(Clone, Copy, Debug)]
+pub struct GeneratedKernel {
+    ir: &'static FormulaIr,
+    table: &'static [Entry],
+    isa: Option<Isa>,
+}
+
+impl GeneratedKernel {
+    /// A kernel from the macro's formula and table; runs on [`arch::selected`].
+    pub const fn new(ir: &'static FormulaIr, table: &'static [Entry]) -> Self {
+        GeneratedKernel {
+            ir,
+            table,
+            isa: None,
+        }
+    }
+
+    /// The formula (the same one the Rust code evaluates).
+    pub fn ir(&self) -> &'static FormulaIr {
+        self.ir
+    }
+
+    /// Every combination this kernel was generated for.
+    pub fn table(&self) -> &'static [Entry] {
+        self.table
+    }
+
+    /// The ISA it runs on.
+    pub fn isa(&self) -> Isa {
+        self.isa.unwrap_or_else(arch::selected)
+    }
+
+    /// This kernel pinned to `isa`, or `None` when the CPU lacks it.
+    pub fn with_isa(&self, isa: Isa) -> Option<Self> {
+        isa.available().then_some(GeneratedKernel {
+            isa: Some(isa),
+            ..*self
+        })
+    }
+
+    fn entry(&self, plan: &Plan) -> Option<&'static Entry> {
+        let key = plan.kernel_key();
+        self.table.iter().find(|e| e.key() == key)
+    }
+}
+
+impl Kernel for GeneratedKernel {
+    fn name(&self) -> &'static str {
+        "generated"
+    }
+
+    fn supports(&self, plan: &Plan) -> Result<()> {
+        match self.entry(plan) {
+            Some(_) => Ok(()),
+            None => {
+                let (s, z, d) = plan.kernel_key();
+                let z = z.map_or("none", DType::name);
+                Err(Error::BackendUnavailable {
+                    backend: "generated",
+                    reason: format!(
+                        "`{}` was not generated for src {s}, zps {z}, dst {d}",
+                        self.ir.name
+                    ),
+                })
+            }
+        }
+    }
+
+    fn run(&self, job: &Job<'_>, range: Range<usize>) {
+        if let Some(e) = self.entry(job.plan()) {
+            let isa = self.isa();
+            // SAFETY: `isa` is available on this CPU (`with_isa` checked it, or
+            // `arch::selected` never exceeds the hardware); `range` is inside
+            // `0..numel` (Kernel::run contract).
+            unsafe { (e.func(isa))(job, range) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

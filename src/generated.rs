@@ -1,0 +1,19 @@
+//! The `generated` backend: the spec's formula `(q - z) * s` (SPEC section 5),
+//! declared with `#[dequant_kernel]` for every combination the three ops allow.
+
+use crate::dequant_kernel;
+
+#[dequant_kernel(
+    // DynamicDequantize.
+    src = [s8, u8, s4, u4], zps = [none, s4, u4, s8, u8, s32], dst = [f32, f16, bf16];
+    // Static Dequantize: zero points beyond i32 are held as s64.
+    src = [s8, u8], zps = [s64], dst = [f32];
+    // Axes form: zero points of the src dtype, f64 dst, s32 src.
+    src = [s8], zps = [s8], dst = [f64];
+    src = [u8], zps = [u8], dst = [f64];
+    src = [s32], zps = [s32], dst = [f16, bf16, f32, f64]
+)]
+/// The spec's standard kernel, for every (src, zps, dst) combination.
+pub fn dequantize(q: int, z: int, s: float) {
+    (q - z) * s
+}

@@ -1,0 +1,621 @@
+//! The `generated` backend against the reference, bit for bit: every dtype
+//! combination of the standard kernel, every granularity, a table of shapes
+//! (0-sized, scalar, 1, odd 4-bit counts, group remainders, 1..=130, large),
+//! strided src and dst, extreme zero points, NaN/inf/subnormal scales, random
+//! sub-ranges, misaligned dst buffers, and every ISA this machine has.
+
+use std::ops::Range;
+
+use dq::arch::Isa;
+use dq::kernels::Entry;
+use dq::{
+    AxesDequantize, DType, Dequantize, DynamicDequantize, GeneratedKernel, Kernel, Op, Plan,
+    Reference, Tensor, TensorDesc, TensorMut,
+};
+
+/// xorshift64*: deterministic test data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len())]
+    }
+}
+
+/// The standard kernel pinned to every ISA the machine has (loud when one is not).
+fn kernels() -> Vec<(Isa, GeneratedKernel)> {
+    Isa::ALL
+        .into_iter()
+        .filter_map(|isa| match dq::generated::dequantize.with_isa(isa) {
+            Some(k) => Some((isa, k)),
+            None => {
+                eprintln!("SKIPPED: {} not available on this CPU", isa.name());
+                None
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug)]
+enum Gran {
+    Tensor,
+    Channel(i64),
+    Group(Vec<i64>),
+    Axes(Vec<i64>),
+}
+
+/// Which op a combination is tested through.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum OpForm {
+    Static,
+    Dynamic,
+    Axes,
+}
+
+fn forms(e: &Entry) -> Vec<OpForm> {
+    use DType::*;
+    let mut v = Vec::new();
+    let (s, z, d) = e.key();
+    if matches!(s, S8 | U8 | S4 | U4) && z != Some(S64) && matches!(d, F32 | F16 | BF16) {
+        v.push(OpForm::Dynamic);
+    }
+    if matches!(s, S8 | U8) && matches!(z, None | Some(S32) | Some(S64)) && d == F32 {
+        v.push(OpForm::Static);
+    }
+    if matches!(s, S8 | U8 | S32) && z == Some(s) && matches!(d, F16 | BF16 | F32 | F64) {
+        v.push(OpForm::Axes);
+    }
+    v
+}
+
+fn norm(a: i64, r: usize) -> usize {
+    if a < 0 {
+        (a + r as i64) as usize
+    } else {
+        a as usize
+    }
+}
+
+fn scale_shape(shape: &[usize], g: &Gran) -> Vec<usize> {
+    match g {
+        Gran::Tensor => vec![1],
+        Gran::Channel(a) => vec![shape[norm(*a, shape.len())]],
+        Gran::Group(gs) => shape
+            .iter()
+            .zip(gs)
+            .map(|(&d, &g)| d.div_ceil(g as usize))
+            .collect(),
+        Gran::Axes(a) => {
+            let mut a = a.clone();
+            a.sort();
+            a.iter().map(|&x| shape[x as usize]).collect()
+        }
+    }
+}
+
+/// Random scales of a float dtype, mixing ordinary values with NaN, inf,
+/// subnormals, zeros and values that overflow or underflow 16-bit dsts.
+fn scale_bytes(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
+    let special = [
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1e-40,
+        -3e-39,
+        6e-8,
+        1e-45,
+        7e4,
+        -1e30,
+        3.4e38,
+    ];
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let v = if rng.below(4) == 0 {
+            rng.pick(&special)
+        } else {
+            let m = (rng.next() % 2000) as f64 / 1000.0 - 1.0;
+            m * 2f64.powi(rng.below(40) as i32 - 30)
+        };
+        match t {
+            DType::F32 => {
+                let mut b = (v as f32).to_bits();
+                if rng.below(16) == 0 {
+                    b = rng.next() as u32; // any pattern, signalling NaNs included
+                }
+                out.extend(b.to_le_bytes());
+            }
+            DType::F16 => {
+                let mut b = half::f16::from_f64(v).to_bits();
+                if rng.below(8) == 0 {
+                    b = rng.next() as u16;
+                }
+                out.extend(b.to_le_bytes());
+            }
+            DType::BF16 => {
+                let mut b = half::bf16::from_f64(v).to_bits();
+                if rng.below(8) == 0 {
+                    b = rng.next() as u16;
+                }
+                out.extend(b.to_le_bytes());
+            }
+            DType::F64 => {
+                let mut b = v.to_bits();
+                if rng.below(16) == 0 {
+                    b = rng.next();
+                }
+                out.extend(b.to_le_bytes());
+            }
+            _ => unreachable!(),
+        }
+    }
+    out
+}
+
+/// Random integers of `t`: full range, extremes forced in; `extreme` adds s32
+/// values whose difference with any q leaves i32.
+fn int_bytes(rng: &mut Rng, t: DType, n: usize, extreme: bool) -> Vec<u8> {
+    match t {
+        DType::S32 => {
+            let ext = [
+                i32::MIN,
+                i32::MAX,
+                i32::MIN + 255,
+                i32::MAX - 127,
+                -(1 << 24) - 1,
+            ];
+            (0..n)
+                .flat_map(|i| {
+                    let v = if extreme && (i == 0 || rng.below(3) == 0) {
+                        rng.pick(&ext)
+                    } else if rng.below(2) == 0 {
+                        rng.below(2001) as i32 - 1000
+                    } else {
+                        (rng.next() as i32) >> rng.below(12)
+                    };
+                    let v = if extreme {
+                        v
+                    } else {
+                        v.clamp(-(1 << 30), 1 << 30)
+                    };
+                    v.to_le_bytes()
+                })
+                .collect()
+        }
+        _ => {
+            let mut b = rng.bytes(t.bytes_for(n).unwrap());
+            if let Some(x) = b.first_mut() {
+                *x = if rng.below(2) == 0 { 0x80 } else { 0x7f };
+            }
+            b
+        }
+    }
+}
+
+fn transposed(shape: &[usize]) -> Vec<usize> {
+    let r = shape.len();
+    let mut st = TensorDesc::dense_strides(shape);
+    st[r - 1] = shape[r - 2];
+    st[r - 2] = 1;
+    st
+}
+
+/// One randomized case, checked against the reference on every kernel.
+struct Case {
+    form: OpForm,
+    key: (DType, Option<DType>, DType),
+    shape: Vec<usize>,
+    gran: Gran,
+    src_t: bool,
+    dst_t: bool,
+    broadcast_zp: bool,
+    extreme: bool,
+}
+
+impl Case {
+    fn op(&self, rng: &mut Rng, scale_n: usize) -> Op {
+        match (self.form, &self.gran) {
+            (OpForm::Static, g) => {
+                let scales: Vec<f32> = scale_bytes(rng, DType::F32, scale_n)
+                    .chunks(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                let mut op = Dequantize::new(scales);
+                if let Gran::Channel(a) = g {
+                    op = op.per_channel(*a);
+                }
+                if let Some(z) = self.key.1 {
+                    let zs = (0..scale_n)
+                        .map(|i| match z {
+                            DType::S64 if i == 0 || rng.below(2) == 0 => {
+                                rng.pick(&[i64::MIN, i64::MAX, 1 << 40, -(1 << 33), i64::MIN + 1])
+                            }
+                            DType::S64 => rng.next() as i64,
+                            _ => (rng.next() as i32 >> rng.below(24)) as i64,
+                        })
+                        .collect();
+                    op = op.zps(zs);
+                }
+                op.into()
+            }
+            (OpForm::Dynamic, Gran::Tensor) => DynamicDequantize::per_tensor().into(),
+            (OpForm::Dynamic, Gran::Channel(a)) => DynamicDequantize::per_channel(*a).into(),
+            (OpForm::Dynamic, Gran::Group(g)) => DynamicDequantize::per_group(g.clone()).into(),
+            (OpForm::Axes, Gran::Axes(a)) => AxesDequantize::new(a.clone()).into(),
+            _ => unreachable!("granularity filtered by applies()"),
+        }
+    }
+
+    fn applies(&self) -> bool {
+        let no_zps = scale_shape(&self.shape, &self.gran).contains(&0);
+        if self.key.1 == Some(DType::S64) && no_zps {
+            return false; // no zero points at all: the plan holds them as s32
+        }
+        match (self.form, &self.gran) {
+            (OpForm::Static, Gran::Tensor | Gran::Channel(_)) => true,
+            (OpForm::Dynamic, Gran::Axes(_)) | (OpForm::Static, _) => false,
+            (OpForm::Axes, g) => matches!(g, Gran::Axes(_)),
+            (OpForm::Dynamic, _) => true,
+        }
+    }
+
+    fn run(&self, rng: &mut Rng, kernels: &[(Isa, GeneratedKernel)]) {
+        if !self.applies() {
+            return;
+        }
+        let (s_t, z_t, d_t) = self.key;
+        let shape = &self.shape;
+        let numel: usize = shape.iter().product();
+        let sshape = scale_shape(shape, &self.gran);
+        let scale_n: usize = sshape.iter().product();
+        let op = self.op(rng, scale_n);
+        let mut src_desc = TensorDesc::new(s_t, shape);
+        if self.src_t {
+            src_desc = src_desc.with_strides(&transposed(shape));
+        }
+        let mut dst_desc = TensorDesc::new(d_t, shape);
+        if self.dst_t {
+            dst_desc = dst_desc.with_strides(&transposed(shape));
+        }
+        let src_bytes = int_bytes(rng, s_t, numel, self.extreme);
+        let dynamic = self.form != OpForm::Static;
+        let scales_desc = TensorDesc::new(d_t, &sshape);
+        let scales = scale_bytes(rng, d_t, scale_n);
+        let zshape = if self.broadcast_zp && self.form == OpForm::Dynamic {
+            vec![1]
+        } else {
+            sshape.clone()
+        };
+        let zps_desc = z_t.filter(|_| dynamic).map(|z| TensorDesc::new(z, &zshape));
+        let zps = zps_desc
+            .as_ref()
+            .map(|d| int_bytes(rng, d.dtype, d.numel().unwrap(), self.extreme));
+        let plan = Plan::new(
+            &op,
+            &src_desc,
+            dynamic.then_some(&scales_desc),
+            zps_desc.as_ref(),
+            &dst_desc,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", self.describe()));
+        assert_eq!(plan.kernel_key(), self.key, "{}", self.describe());
+        let src = Tensor {
+            desc: src_desc,
+            data: &src_bytes,
+        };
+        let sc = Tensor {
+            desc: scales_desc.clone(),
+            data: &scales,
+        };
+        let zp = zps_desc.clone().map(|desc| Tensor {
+            desc,
+            data: zps.as_deref().unwrap(),
+        });
+        let off = rng.below(5) * d_t.bits() / 8 + rng.below(2);
+        let len = off + d_t.bytes_for(numel).unwrap() + 8;
+        let run = |k: &dyn Kernel, ranges: &[std::ops::Range<usize>]| {
+            let mut buf = vec![0xa5u8; len];
+            let mut dst = TensorMut {
+                desc: dst_desc.clone(),
+                data: &mut buf[off..],
+            };
+            let job = plan
+                .bind(&src, dynamic.then_some(&sc), zp.as_ref(), &mut dst)
+                .unwrap();
+            for r in ranges {
+                job.run_range(k, r.clone()).unwrap();
+            }
+            buf
+        };
+        let whole = [Range {
+            start: 0,
+            end: numel,
+        }];
+        let want = run(&Reference::default(), &whole);
+        for (isa, k) in kernels {
+            let got = run(k, &whole);
+            self.compare(&want, &got, *isa, "whole");
+            let ranges = random_split(rng, numel);
+            let got = run(k, &ranges);
+            self.compare(&want, &got, *isa, "random ranges");
+        }
+    }
+
+    fn compare(&self, want: &[u8], got: &[u8], isa: Isa, how: &str) {
+        if want != got {
+            let i = want.iter().zip(got).position(|(a, b)| a != b).unwrap();
+            panic!(
+                "{} on {} ({how}): first differing byte {i}: want {:#04x}, got {:#04x}",
+                self.describe(),
+                isa.name(),
+                want[i],
+                got[i]
+            );
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{:?} {:?} shape {:?} {:?} src_t {} dst_t {} bzp {} extreme {}",
+            self.form,
+            self.key,
+            self.shape,
+            self.gran,
+            self.src_t,
+            self.dst_t,
+            self.broadcast_zp,
+            self.extreme
+        )
+    }
+}
+
+/// `0..n` cut at random points (ranges may be empty or one element).
+fn random_split(rng: &mut Rng, n: usize) -> Vec<std::ops::Range<usize>> {
+    let mut cuts: Vec<usize> = (0..rng.below(6)).map(|_| rng.below(n + 1)).collect();
+    cuts.extend([0, n]);
+    cuts.sort();
+    cuts.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+/// Granularities to try on `shape` (every axis, negative ones, group remainders on each dim).
+fn grans(shape: &[usize]) -> Vec<Gran> {
+    let r = shape.len() as i64;
+    let mut v = vec![Gran::Tensor];
+    for a in -r..r {
+        v.push(Gran::Channel(a));
+    }
+    v.push(Gran::Group(vec![1; shape.len()]));
+    for d in 0..shape.len() {
+        for g in [2, 3, 4] {
+            let mut gs = vec![1; shape.len()];
+            gs[d] = g;
+            v.push(Gran::Group(gs));
+        }
+        let mut gs: Vec<i64> = shape.iter().map(|&x| x.max(1) as i64).collect();
+        gs[d] = 3;
+        v.push(Gran::Group(gs));
+    }
+    let mut axes = vec![];
+    for m in 0u32..(1 << shape.len()) {
+        axes.push(Gran::Axes(
+            (0..r).filter(|&d| m & (1 << d) != 0).collect::<Vec<_>>(),
+        ));
+    }
+    v.extend(axes);
+    v
+}
+
+const SHAPES: &[&[usize]] = &[
+    &[],
+    &[0],
+    &[1],
+    &[5],
+    &[3, 0, 2],
+    &[2, 3, 5],
+    &[3, 7, 9],
+    &[4, 33],
+    &[1, 3, 1, 17],
+];
+
+fn standard() -> &'static GeneratedKernel {
+    &dq::generated::dequantize
+}
+
+#[test]
+fn ir_is_the_spec_formula_node_for_node() {
+    assert_eq!(*standard().ir(), dq::STANDARD);
+    assert_eq!(standard().name(), "generated");
+}
+
+#[test]
+fn table_has_every_combination_the_ops_allow() {
+    use DType::*;
+    let mut want = Vec::new();
+    for s in [S8, U8, S4, U4] {
+        for z in [None, Some(S4), Some(U4), Some(S8), Some(U8), Some(S32)] {
+            for d in [F32, F16, BF16] {
+                want.push((s, z, d));
+            }
+        }
+    }
+    for s in [S8, U8] {
+        want.push((s, Some(S64), F32));
+        want.push((s, Some(s), F64));
+    }
+    for d in [F16, BF16, F32, F64] {
+        want.push((S32, Some(S32), d));
+    }
+    let mut got: Vec<_> = standard().table().iter().map(Entry::key).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(dq::backends().generated.is_some());
+}
+
+#[test]
+fn every_combination_granularity_and_shape() {
+    let ks = kernels();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut cases = 0;
+    for e in standard().table() {
+        for form in forms(e) {
+            for shape in SHAPES {
+                for gran in grans(shape) {
+                    let layouts: &[(bool, bool)] = if shape.len() >= 2 {
+                        &[(false, false), (true, false), (false, true), (true, true)]
+                    } else {
+                        &[(false, false)]
+                    };
+                    for &(src_t, dst_t) in layouts {
+                        if (src_t || dst_t) && rng.below(3) != 0 {
+                            continue; // a third of the strided layouts per case
+                        }
+                        let c = Case {
+                            form,
+                            key: e.key(),
+                            shape: shape.to_vec(),
+                            gran: gran.clone(),
+                            src_t,
+                            dst_t,
+                            broadcast_zp: rng.below(4) == 0,
+                            extreme: rng.below(2) == 0,
+                        };
+                        if c.applies() {
+                            c.run(&mut rng, &ks);
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 5000, "only {cases} cases ran");
+}
+
+#[test]
+fn lengths_1_to_130_on_every_combination() {
+    let ks = kernels();
+    let mut rng = Rng(42);
+    for e in standard().table() {
+        for form in forms(e) {
+            for n in 1..=130 {
+                let grans = match form {
+                    OpForm::Axes => vec![Gran::Axes(vec![]), Gran::Axes(vec![1])],
+                    OpForm::Static => vec![Gran::Tensor, Gran::Channel(-1)],
+                    OpForm::Dynamic => vec![
+                        Gran::Tensor,
+                        Gran::Channel(-1),
+                        Gran::Group(vec![1, 16]),
+                        Gran::Group(vec![1, 5]),
+                    ],
+                };
+                for gran in grans {
+                    Case {
+                        form,
+                        key: e.key(),
+                        shape: vec![2, n],
+                        gran,
+                        src_t: false,
+                        dst_t: false,
+                        broadcast_zp: rng.below(4) == 0,
+                        extreme: rng.below(4) == 0,
+                    }
+                    .run(&mut rng, &ks);
+                }
+            }
+        }
+    }
+}
+
+/// Large outputs: bigger than half the last-level cache, so the non-temporal path
+/// runs (alignment heads and tails, random ranges starting anywhere).
+#[test]
+fn large_outputs_take_the_streaming_path() {
+    let ks = kernels();
+    let mut rng = Rng(7);
+    let llc = dq::arch::llc_bytes();
+    let big = [
+        (DType::S8, None, DType::F32, Gran::Channel(1)),
+        (
+            DType::U4,
+            Some(DType::U4),
+            DType::BF16,
+            Gran::Group(vec![1, 128]),
+        ),
+    ];
+    for (s, z, d, gran) in big {
+        let cols = 4099;
+        let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
+        Case {
+            form: OpForm::Dynamic,
+            key: (s, z, d),
+            shape: vec![rows, cols],
+            gran,
+            src_t: false,
+            dst_t: false,
+            broadcast_zp: false,
+            extreme: false,
+        }
+        .run(&mut rng, &ks);
+    }
+}
+
+#[test]
+fn s32_zero_points_near_the_limits_take_the_exact_path() {
+    let ks = kernels();
+    for (zp, q) in [(i32::MIN, 127i8), (i32::MAX, -128), (i32::MIN + 255, 0)] {
+        let qs = [q; 40];
+        let zv = [zp];
+        let src = Tensor::from_slice(&qs, &[40]);
+        let scales = Tensor::from_slice(&[1.0f32], &[1]);
+        let zps = Tensor::from_slice(&zv, &[1]);
+        let op: Op = DynamicDequantize::per_tensor().into();
+        let plan = Plan::new(
+            &op,
+            &src.desc,
+            Some(&scales.desc),
+            Some(&zps.desc),
+            &TensorDesc::new(DType::F32, &[40]),
+        )
+        .unwrap();
+        let want = (q as i64 - zp as i64) as f32;
+        for (isa, k) in &ks {
+            let mut out = [0f32; 40];
+            let mut dst = TensorMut::from_slice(&mut out, &[40]);
+            plan.bind(&src, Some(&scales), Some(&zps), &mut dst)
+                .unwrap()
+                .run(k)
+                .unwrap();
+            assert!(
+                out.iter().all(|&y| y == want),
+                "{}: {out:?} != {want}",
+                isa.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn dq_isa_env_is_clamped_to_the_hardware() {
+    assert!(dq::arch::selected() <= dq::arch::hardware());
+    for isa in Isa::ALL {
+        assert_eq!(
+            standard().with_isa(isa).is_some(),
+            isa <= dq::arch::hardware()
+        );
+    }
+}

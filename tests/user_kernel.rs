@@ -1,0 +1,191 @@
+//! `#[dequant_kernel]` used as a user crate would: through `dq::dequant_kernel`,
+//! with formulas of its own, checked bit for bit against the reference
+//! interpreting the same IR, on every ISA this machine has. Also the trybuild
+//! UI tests of every diagnostic.
+
+use dq::arch::Isa;
+use dq::{
+    AxesDequantize, DType, DynamicDequantize, FormulaIr, GeneratedKernel, Kernel, Node, Op, Plan,
+    Reference, Tensor, TensorDesc, TensorMut, dequant_kernel,
+};
+
+/// A fused variant a user might want: dequantize, then ReLU.
+#[dequant_kernel(src = [s4, u4], zps = [none, u4], dst = [bf16])]
+fn dequantize_relu(q: int, z: int, s: float) {
+    max((q - z) * s, 0.0)
+}
+
+/// Every DSL feature at once: `let`, `z - q`, unary minus, literals, abs, min, +.
+#[dequant_kernel(src = [s8, u8], zps = [none, s8, s32], dst = [f32, f16]; src = [s32], zps = [s32], dst = [f64])]
+pub fn everything(q: int, z: int, s: float) {
+    let d = z - q;
+    let y = -(d * s) + 0.5;
+    min(abs(y), 3.0) - q * 0.25
+}
+
+/// xorshift64*.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+fn pinned(k: &GeneratedKernel) -> Vec<(Isa, GeneratedKernel)> {
+    Isa::ALL
+        .into_iter()
+        .filter_map(|isa| match k.with_isa(isa) {
+            Some(p) => Some((isa, p)),
+            None => {
+                eprintln!("SKIPPED: {} not available on this CPU", isa.name());
+                None
+            }
+        })
+        .collect()
+}
+
+fn random_scales(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| {
+            let v = ((rng.next() % 2001) as f32 - 1000.0) / 256.0;
+            let v = if i % 17 == 3 { f32::NAN } else { v };
+            match t {
+                DType::F32 => v.to_le_bytes().to_vec(),
+                DType::F16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
+                DType::BF16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+                _ => (v as f64).to_le_bytes().to_vec(),
+            }
+        })
+        .collect()
+}
+
+/// Runs `k` (every ISA) and the reference on `formula` over random data; same bits.
+fn check(
+    k: &GeneratedKernel,
+    op: &Op,
+    key: (DType, Option<DType>, DType),
+    shape: &[usize],
+    ss: &[usize],
+) {
+    let mut rng = Rng(99 + shape.iter().sum::<usize>() as u64);
+    let (s_t, z_t, d_t) = key;
+    let n: usize = shape.iter().product();
+    let sn: usize = ss.iter().product();
+    let src_b: Vec<u8> = (0..s_t.bytes_for(n).unwrap())
+        .map(|_| rng.next() as u8)
+        .collect();
+    let sc_b = random_scales(&mut rng, d_t, sn);
+    let zp_b: Option<Vec<u8>> = z_t.map(|z| {
+        let mut b: Vec<u8> = (0..z.bytes_for(sn).unwrap())
+            .map(|_| rng.next() as u8)
+            .collect();
+        if z == DType::S32 {
+            b[..4].copy_from_slice(&i32::MIN.to_le_bytes()); // q - z leaves i32
+        }
+        b
+    });
+    let src = Tensor::from_bytes(s_t, shape, &src_b);
+    let sc = Tensor::from_bytes(d_t, ss, &sc_b);
+    let zp = z_t.map(|z| Tensor::from_bytes(z, ss, zp_b.as_deref().unwrap()));
+    let dst_d = TensorDesc::new(d_t, shape);
+    let plan = Plan::new(
+        op,
+        &src.desc,
+        Some(&sc.desc),
+        zp.as_ref().map(|t| &t.desc),
+        &dst_d,
+    )
+    .unwrap();
+    let run = |kernel: &dyn Kernel| {
+        let mut buf = vec![0u8; d_t.bytes_for(n).unwrap()];
+        let mut dst = TensorMut::from_bytes(d_t, shape, &mut buf);
+        let job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
+        job.run_range(kernel, 0..n / 3).unwrap();
+        job.run_range(kernel, n / 3..n).unwrap();
+        buf
+    };
+    let want = run(&Reference { formula: k.ir() });
+    for (isa, p) in pinned(k) {
+        assert_eq!(
+            run(&p),
+            want,
+            "{} {key:?} {shape:?} on {}",
+            k.ir().name,
+            isa.name()
+        );
+    }
+}
+
+#[test]
+fn relu_ir_is_max_of_the_standard_formula_and_zero() {
+    let ir: &FormulaIr = dequantize_relu.ir();
+    assert_eq!(ir.name, "dequantize_relu");
+    let mut nodes = dq::STANDARD.nodes.to_vec();
+    nodes.push(Node::Lit(0f64.to_bits()));
+    nodes.push(Node::Max(5, 6));
+    assert_eq!(ir.nodes, nodes);
+    assert_eq!(dequantize_relu.table().len(), 4);
+}
+
+#[test]
+fn relu_matches_the_reference_on_every_isa() {
+    for s in [DType::S4, DType::U4] {
+        for z in [None, Some(DType::U4)] {
+            for (op, ss) in [
+                (DynamicDequantize::per_group(vec![1, 32]).into(), vec![7, 5]),
+                (DynamicDequantize::per_channel(1).into(), vec![131]),
+                (DynamicDequantize::per_tensor().into(), vec![1]),
+            ] {
+                let shape = [7, 131];
+                let op: Op = op;
+                let ss = if matches!(op, Op::Dynamic(ref d) if d.qtype == dq::Qtype::PerGroup) {
+                    vec![7, 5]
+                } else {
+                    ss
+                };
+                check(&dequantize_relu, &op, (s, z, DType::BF16), &shape, &ss);
+            }
+        }
+    }
+}
+
+#[test]
+fn relu_output_is_never_negative() {
+    let src = Tensor::from_bytes(DType::S4, &[64], &[0x9f; 32]);
+    let half_scale = [half::bf16::from_f32(0.5)];
+    let sc = Tensor::from_slice(&half_scale, &[1]);
+    let mut out = [half::bf16::ZERO; 64];
+    let mut dst = TensorMut::from_slice(&mut out, &[64]);
+    let op: Op = DynamicDequantize::per_tensor().into();
+    let plan = Plan::new(&op, &src.desc, Some(&sc.desc), None, &dst.desc).unwrap();
+    plan.bind(&src, Some(&sc), None, &mut dst)
+        .unwrap()
+        .run(&dequantize_relu)
+        .unwrap();
+    // Nibbles 0xf = -1 -> relu 0, 0x9 = -7 -> 0.
+    assert!(out.iter().all(|v| v.to_bits() == 0), "{out:?}");
+}
+
+#[test]
+fn every_dsl_feature_matches_the_reference_on_every_isa() {
+    for e in everything.table() {
+        let (s, z, d) = e.key();
+        if s == DType::S32 {
+            let op: Op = AxesDequantize::new(vec![1]).into();
+            check(&everything, &op, e.key(), &[3, 45], &[45]);
+        } else {
+            let op: Op = DynamicDequantize::per_channel(-1).into();
+            check(&everything, &op, (s, z, d), &[5, 77], &[77]);
+        }
+    }
+}
+
+#[test]
+fn diagnostics() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/*.rs");
+}
