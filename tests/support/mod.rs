@@ -6,6 +6,8 @@ pub mod cases;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod guard;
 
+use std::sync::OnceLock;
+
 use dq::{Kernel, Reference};
 
 /// Proptest cases per property: `DQ_PROPTEST_CASES`, else `default`.
@@ -34,14 +36,36 @@ pub fn reference() -> &'static dyn Kernel {
     &REFERENCE
 }
 
-/// Every non-reference kernel this build offers (`dq::backends()`), loudly noting
-/// the ones that are absent.
+/// Every non-reference kernel this build offers (`dq::backends()`), plus the
+/// generated kernels pinned to each ISA this CPU has; absent ones are noted loudly.
 pub fn backend_variants() -> Vec<Variant> {
-    let b = dq::backends();
+    static VARIANTS: OnceLock<Vec<Variant>> = OnceLock::new();
+    VARIANTS
+        .get_or_init(|| {
+            let b = dq::backends();
+            let mut v = Vec::new();
+            for (name, k) in [("generated", b.generated), ("jit", b.jit)] {
+                match k {
+                    Some(kernel) => v.push(Variant { name, kernel }),
+                    None => note_once(name),
+                }
+            }
+            v.extend(generated_isa_variants());
+            v
+        })
+        .clone()
+}
+
+/// The generated backend pinned to every ISA (`generated/avx512`, ...).
+fn generated_isa_variants() -> Vec<Variant> {
     let mut v = Vec::new();
-    for (name, k) in [("generated", b.generated), ("jit", b.jit)] {
-        match k {
-            Some(kernel) => v.push(Variant { name, kernel }),
+    for isa in dq::arch::Isa::ALL {
+        let name: &'static str = format!("generated/{}", isa.name()).leak();
+        match dq::generated::dequantize.with_isa(isa) {
+            Some(k) => v.push(Variant {
+                name,
+                kernel: Box::leak(Box::new(k)),
+            }),
             None => note_once(name),
         }
     }
@@ -64,7 +88,7 @@ fn note_once(name: &'static str) {
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     if !seen.contains(&name) {
         seen.push(name);
-        eprintln!("SKIPPED: backend `{name}` is not offered by dq::backends() in this build");
+        eprintln!("SKIPPED: kernel `{name}` is not available in this build or on this CPU");
     }
 }
 
