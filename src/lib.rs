@@ -22,8 +22,8 @@
 
 extern crate self as dq;
 
-pub use dq_macros::dequant_kernel;
 pub use dq_jit;
+pub use dq_macros::dequant_kernel;
 pub use dq_runtime::*;
 
 pub mod model;

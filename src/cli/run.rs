@@ -62,7 +62,12 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
         &case.dst,
     )?;
     let kernel = dq::backends().select(a.backend, &plan)?;
-    let mut out = vec![0u8; case.dst.required_bytes(Role::Dst)?];
+    // A tiny broadcast src can ask for a huge dst: refuse it instead of aborting.
+    let n = case.dst.required_bytes(Role::Dst)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(n)
+        .map_err(|_| CliError::Usage(format!("cannot allocate {n} bytes for the output")))?;
+    out.resize(n, 0);
     let mut dst = TensorMut {
         desc: case.dst.clone(),
         data: &mut out,

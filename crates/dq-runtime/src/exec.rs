@@ -267,12 +267,19 @@ impl<'a> Job<'a> {
         }
         kernel.supports(self.plan)?;
         let chunks = split(self.plan.numel(), threads);
-        if threads == 1 || chunks.len() <= 1 {
+        // More threads than chunks would idle; bounding the pool by the work also
+        // bounds what a huge requested count can spawn.
+        let threads = threads.min(chunks.len());
+        if threads <= 1 {
             return self.run(kernel);
         }
-        pool(threads).install(|| {
-            chunks.into_par_iter().for_each(|r| kernel.run(self, r));
-        });
+        match pool(threads) {
+            Some(pool) => pool.install(|| {
+                chunks.into_par_iter().for_each(|r| kernel.run(self, r));
+            }),
+            // No threads to be had: the same bits on the caller's thread.
+            None => return self.run(kernel),
+        }
         Ok(())
     }
 }
@@ -283,30 +290,28 @@ const MIN_CHUNK: usize = 1 << 15;
 /// Splits `0..n` into about four chunks per thread, each a multiple of 64 elements
 /// (so threads do not share dst cache lines in dense layouts).
 pub fn split(n: usize, threads: usize) -> Vec<Range<usize>> {
-    let want = (threads * 4).max(1);
+    let want = threads.saturating_mul(4).max(1);
     let size = n.div_ceil(want).max(MIN_CHUNK).next_multiple_of(64);
     (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect()
 }
 
-/// A rayon pool with `threads` threads, built once per count.
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+/// A rayon pool with `threads` threads, built once per count; `None` when the
+/// threads cannot be created.
+fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
     static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
     let mut pools = POOLS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    pools
-        .entry(threads)
-        .or_insert_with(|| {
-            Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("dq-worker-{i}"))
-                    .build()
-                    .expect("building a rayon thread pool"),
-            )
-        })
-        .clone()
+    if let Some(p) = pools.get(&threads) {
+        return Some(p.clone());
+    }
+    let p = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("dq-worker-{i}"))
+        .build()
+        .ok()?;
+    Some(pools.entry(threads).or_insert(Arc::new(p)).clone())
 }
 
 #[cfg(test)]
@@ -316,7 +321,7 @@ mod tests {
     #[test]
     fn split_covers_everything_once() {
         for n in [0, 1, 63, 64, 65, MIN_CHUNK * 9 + 17] {
-            for t in 1..5 {
+            for t in [1, 2, 3, 4, 1 << 20, usize::MAX] {
                 let c = split(n, t);
                 let mut next = 0;
                 for r in &c {

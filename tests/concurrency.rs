@@ -1,0 +1,190 @@
+//! Many threads at once: identical and different plans through `dq::dequantize` (every
+//! backend choice, so the JIT's shared cache when it is built in) and through
+//! `Job::run_parallel` on shared inputs, checked bit for bit against the reference.
+//!
+//! `DQ_CONCURRENCY_SMALL=1` shrinks the workload (for `scripts/valgrind-concurrency.sh`).
+mod support;
+
+use std::sync::Barrier;
+
+use dq::{Backend, OpKind, Options, Plan, Tensor, TensorMut};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::TestRunner;
+use support::cases::{Case, assert_bits, case_strategy};
+use support::{Rng, all_variants, reference};
+
+fn small() -> bool {
+    std::env::var_os("DQ_CONCURRENCY_SMALL").is_some()
+}
+
+/// `n` random valid cases, plus one large enough for `run_parallel` to split.
+fn workload(n: usize) -> Vec<(Case, Vec<u8>)> {
+    let mut runner = TestRunner::deterministic();
+    let strat = case_strategy(None);
+    let mut cases: Vec<Case> = (0..n)
+        .map(|_| strat.new_tree(&mut runner).unwrap().current())
+        .collect();
+    cases.push(large_case(if small() { 70_000 } else { 300_000 }));
+    cases
+        .into_iter()
+        .map(|c| {
+            let want = c.run(reference());
+            (c, want)
+        })
+        .collect()
+}
+
+/// A per-group u4 -> bf16 case of `n` elements (above the executor's chunk size).
+fn large_case(n: usize) -> Case {
+    let mut rng = Rng(42);
+    let groups = n.div_ceil(64);
+    Case {
+        op: dq::DynamicDequantize::per_group(vec![64]).into(),
+        src: (
+            dq::TensorDesc::new(dq::DType::U4, &[n]),
+            rng.bytes(n.div_ceil(2)),
+        ),
+        scales: Some((
+            dq::TensorDesc::new(dq::DType::BF16, &[groups]),
+            support::cases::float_bytes(&mut rng, dq::DType::BF16, groups * 2, 1),
+        )),
+        zps: Some((
+            dq::TensorDesc::new(dq::DType::U8, &[groups]),
+            rng.bytes(groups),
+        )),
+        dst: (dq::TensorDesc::new(dq::DType::BF16, &[n]), vec![0; n * 2]),
+    }
+}
+
+/// Runs `case` through `dq::dequantize` with `opts`; `None` when the backend is absent.
+fn via_api(case: &Case, opts: &Options) -> Option<Vec<u8>> {
+    let mut out = case.dst.1.clone();
+    let src = Tensor {
+        desc: case.src.0.clone(),
+        data: &case.src.1,
+    };
+    let scales = case.scales.as_ref().map(|(d, b)| Tensor {
+        desc: d.clone(),
+        data: b,
+    });
+    let zps = case.zps.as_ref().map(|(d, b)| Tensor {
+        desc: d.clone(),
+        data: b,
+    });
+    let mut dst = TensorMut {
+        desc: case.dst.0.clone(),
+        data: &mut out,
+    };
+    match dq::dequantize(
+        &case.op,
+        &src,
+        scales.as_ref(),
+        zps.as_ref(),
+        &mut dst,
+        opts,
+    ) {
+        Ok(()) => Some(out),
+        Err(dq::Error::BackendUnavailable { .. }) if opts.backend != Backend::Auto => None,
+        Err(e) => panic!("dequantize failed: {e}\n{case:?}"),
+    }
+}
+
+/// Every thread walks the whole workload from its own starting point (so identical
+/// and different plans run at the same time), with every backend choice.
+#[test]
+fn threads_share_plans_and_backends() {
+    let (threads, n, rounds) = if small() { (4, 12, 1) } else { (8, 60, 2) };
+    let work = workload(n);
+    let barrier = Barrier::new(threads);
+    let ran = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (work, barrier, ran) = (&work, &barrier, &ran);
+            s.spawn(move || {
+                barrier.wait();
+                for round in 0..rounds {
+                    for i in 0..work.len() {
+                        let (case, want) = &work[(i + t * 7 + round) % work.len()];
+                        let backend = Backend::ALL[(i + t) % Backend::ALL.len()];
+                        let opts = Options {
+                            backend,
+                            threads: 1 + (i + t) % 3,
+                        };
+                        if let Some(got) = via_api(case, &opts) {
+                            assert_bits(case, &got, want, &format!("{backend} thread {t}"));
+                            ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert!(ran.into_inner() >= threads * rounds * work.len() / 2);
+}
+
+/// One plan and one set of inputs shared by every thread; each thread runs its own
+/// dst through `Job::run_parallel` with every kernel variant.
+#[test]
+fn one_plan_many_run_parallel_calls() {
+    let case = large_case(if small() { 70_000 } else { 200_000 });
+    let want = case.run(reference());
+    let plan: Plan = case.plan();
+    let threads = if small() { 3 } else { 6 };
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (case, want, plan, barrier) = (&case, &want, &plan, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                for v in all_variants() {
+                    let got = case
+                        .with_job(plan, |job| job.run_parallel(v.kernel, 1 + t % 4))
+                        .1;
+                    assert_bits(case, &got, want, &format!("{} thread {t}", v.name));
+                }
+            });
+        }
+    });
+}
+
+/// Different op kinds in different threads, each also splitting its own job.
+#[test]
+fn different_ops_in_parallel_with_splits() {
+    let per = if small() { 6 } else { 40 };
+    std::thread::scope(|s| {
+        for (t, kind) in [OpKind::Dequantize, OpKind::Dynamic, OpKind::Axes]
+            .into_iter()
+            .enumerate()
+        {
+            s.spawn(move || {
+                let mut runner = TestRunner::deterministic();
+                let strat = case_strategy(Some(kind));
+                for i in 0..per {
+                    let case = strat.new_tree(&mut runner).unwrap().current();
+                    let want = case.run(reference());
+                    let n = case.numel();
+                    let ranges = [0..n / 4, n / 4..n / 2, n / 2..n];
+                    for v in all_variants() {
+                        let got = case.run_split(v.kernel, &ranges);
+                        assert_bits(&case, &got, &want, &format!("{} {t}/{i}", v.name));
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// A huge thread count (user input, e.g. the CLI's `--threads`) is not a panic.
+#[test]
+fn huge_thread_count_is_not_a_panic() {
+    let case = large_case(70_000);
+    let want = case.run(reference());
+    let plan = case.plan();
+    for threads in [1_000_000, usize::MAX] {
+        let (r, got) = case.with_job(&plan, |job| job.run_parallel(reference(), threads));
+        match r {
+            Ok(()) => assert_bits(&case, &got, &want, &format!("{threads} threads")),
+            Err(e) => assert_eq!(got, case.dst.1, "{threads} threads: {e}: dst written"),
+        }
+    }
+}
