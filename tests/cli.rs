@@ -870,7 +870,8 @@ fn bench_json_has_every_field() {
     }
     assert!(j.get("jit_compile_us").is_some());
     if names.contains(&"jit") {
-        assert!(j["jit_compile_us"].is_null() || j["jit_compile_us"].as_f64().unwrap() >= 0.0);
+        // A fresh process compiles the case's kernel once: a real, positive time.
+        assert!(j["jit_compile_us"].as_f64().unwrap() > 0.0, "{j}");
     } else {
         assert!(j["jit_compile_us"].is_null());
     }

@@ -83,6 +83,8 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let mut rows = Vec::new();
     let mut jit_compile_us = None;
     for choice in choices {
+        // `select` runs `supports`, which is where the JIT compiles: count from here.
+        let before = backends.jit.and_then(|k| k.stats());
         let kernel = match backends.select(choice, &plan) {
             Ok(k) => k,
             Err(e) if explicit => return Err(e.into()),
@@ -97,14 +99,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             Backend::Auto => kernel.name().to_string(),
             c => c.name().to_string(),
         };
-        let before = kernel.stats();
         let mut dst = TensorMut {
             desc: case.dst.clone(),
             data: &mut out,
         };
         let job = plan.bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)?;
         let mut call = || job.run_parallel(kernel, a.case.threads);
-        call()?; // warm-up (and JIT compilation)
+        call()?; // warm-up
         if name == "jit" && jit_compile_us.is_none() {
             jit_compile_us = compile_us(kernel, before);
         }
