@@ -434,10 +434,9 @@ def run_dq_output(case, data, threads, dq, folder):
 def run_dq_bench(case, data, threads, dq, backend):
     """`dq bench ... --json`: returns the backend entries (dq generates its own data)."""
     flags = dq_case_flags(case)
-    if case.op == "dequantize":
-        flags += dq_param_flags(case, data, None)  # attribute lists, not files
-    elif case.zps:
-        flags += ["--zps-type", case.zps]
+    if case.zps:
+        # The static op's zero points are s64 attributes; dq bench generates them.
+        flags += ["--zps-type", "s64" if case.op == "dequantize" else case.zps]
     cmd = [dq, "bench"] + flags + ["--backend", backend, "--threads", str(threads), "--json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
