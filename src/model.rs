@@ -225,11 +225,18 @@ struct Synth {
     zps: Vec<u8>,
 }
 
-/// splitmix64: a small, fast, well-mixed deterministic generator.
-struct Rng(u64);
+/// splitmix64: a small, fast, well-mixed deterministic generator for synthetic data.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
 
-impl Rng {
-    fn next(&mut self) -> u64 {
+impl SplitMix64 {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -237,21 +244,24 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn fill(&mut self, buf: &mut [u8]) {
+    /// Fills `buf` with the little-endian bytes of successive draws.
+    pub fn fill(&mut self, buf: &mut [u8]) {
         let mut chunks = buf.chunks_exact_mut(8);
         for c in &mut chunks {
-            c.copy_from_slice(&self.next().to_le_bytes());
+            c.copy_from_slice(&self.next_u64().to_le_bytes());
         }
         let tail = chunks.into_remainder();
-        let last = self.next().to_le_bytes();
-        tail.copy_from_slice(&last[..tail.len()]);
+        if !tail.is_empty() {
+            let last = self.next_u64().to_le_bytes();
+            tail.copy_from_slice(&last[..tail.len()]);
+        }
     }
+}
 
-    /// A scale-like magnitude in [2^-9, 2^-5) with a random mantissa, positive.
-    fn scale(&mut self) -> f32 {
-        let r = self.next();
-        f32::from_bits((118 + (r % 4) as u32) << 23 | ((r >> 8) as u32 & 0x7f_ffff))
-    }
+/// A scale-like magnitude in [2^-9, 2^-5) with a random mantissa, positive.
+fn random_scale(rng: &mut SplitMix64) -> f32 {
+    let r = rng.next_u64();
+    f32::from_bits((118 + (r % 4) as u32) << 23 | ((r >> 8) as u32 & 0x7f_ffff))
 }
 
 /// Everything one tensor's call needs.
@@ -289,14 +299,14 @@ impl ModelConfig {
 
     /// Fills `syn` with the tensor's deterministic data.
     fn synthesize(&self, call: &Call, index: u64, syn: &mut Synth) -> Result<()> {
-        let mut rng = Rng(self.seed ^ index.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let mut rng = SplitMix64::new(self.seed ^ index.wrapping_mul(0x2545_f491_4f6c_dd1d));
         let bytes = |t: &TensorDesc, role| t.required_bytes(role);
         syn.src.resize(bytes(&call.src, crate::Role::Src)?, 0);
         rng.fill(&mut syn.src);
         let n = call.scales.numel().unwrap_or(0);
         syn.scales.clear();
         for _ in 0..n {
-            let s = rng.scale();
+            let s = random_scale(&mut rng);
             match call.scales.dtype {
                 DType::BF16 => syn.scales.extend(half::bf16::from_f32(s).to_le_bytes()),
                 DType::F16 => syn.scales.extend(half::f16::from_f32(s).to_le_bytes()),
@@ -308,7 +318,7 @@ impl ModelConfig {
             syn.zps.resize(bytes(z, crate::Role::Zps)?, 0);
             // Zero points cluster around the middle of the u4 range, as in real checkpoints.
             for b in syn.zps.iter_mut() {
-                let r = rng.next();
+                let r = rng.next_u64();
                 *b = (6 + (r % 4) as u8) | ((6 + ((r >> 8) % 4) as u8) << 4);
             }
         }

@@ -1,33 +1,27 @@
 //! Deterministic test data for `dq bench` and `dq demo` (splitmix64).
 
 use dq::DType;
+use dq::model::SplitMix64;
 use half::{bf16, f16};
 
-/// A small deterministic generator (splitmix64).
-pub struct Rng(u64);
+/// A small deterministic generator (the library's splitmix64).
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator from a seed.
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// `n` random bytes.
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(n + 8);
-        while v.len() < n {
-            v.extend_from_slice(&self.next_u64().to_le_bytes());
-        }
-        v.truncate(n);
+        let mut v = vec![0; n];
+        self.0.fill(&mut v);
         v
     }
 
