@@ -38,7 +38,7 @@ pub mod generated;
 /// What `#[dequant_kernel]` expansions name; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use dq_runtime::formula::{FormulaIr, Node};
+    pub use dq_runtime::formula::{FormulaIr, Node, may_pass_signaling};
     pub use dq_runtime::kernels::{Entry, Formula, GeneratedKernel, Lanes, dtypes};
 }
 

@@ -541,6 +541,38 @@ fn lengths_1_to_130_on_every_combination() {
     }
 }
 
+/// 4-bit src with one zero point and scale over runs of 32 and more elements goes
+/// through a 16-entry table: every 4-bit combination, groups of 32..129 along the
+/// innermost dim with remainders, odd row lengths (odd nibble starts), transposed
+/// dst (no table), random ranges.
+#[test]
+fn four_bit_constant_runs_by_table() {
+    let ks = kernels();
+    let mut rng = Rng(99);
+    let four_bit = |d: DType| matches!(d, DType::S4 | DType::U4);
+    for e in standard().table().iter().filter(|e| four_bit(e.src)) {
+        for cols in [31, 32, 33, 63, 64, 65, 97, 128, 129, 257] {
+            let mut grans = vec![Gran::Tensor, Gran::Channel(0)];
+            for g in [32, 33, 64, 128] {
+                grans.push(Gran::Group(vec![1, g]));
+            }
+            for gran in grans {
+                Case {
+                    form: OpForm::Dynamic,
+                    key: e.key(),
+                    shape: vec![3, cols],
+                    gran,
+                    src_t: false,
+                    dst_t: rng.below(6) == 0,
+                    broadcast_zp: rng.below(4) == 0,
+                    extreme: rng.below(4) == 0,
+                }
+                .run(&mut rng, &ks);
+            }
+        }
+    }
+}
+
 /// Large outputs: bigger than half the last-level cache, so the non-temporal path
 /// runs (alignment heads and tails, random ranges starting anywhere).
 #[test]

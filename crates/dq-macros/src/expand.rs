@@ -42,7 +42,7 @@ fn private() -> TokenStream {
 
 fn expand(f: &KernelFn, combos: &[Combo], nodes: &[Node]) -> TokenStream {
     let p = private();
-    let ir_nodes = nodes.iter().map(ir_node);
+    let ir_nodes: Vec<TokenStream> = nodes.iter().map(ir_node).collect();
     let eval = eval_body(nodes);
     let entries = combos.iter().map(|c| {
         let (s, z, d) = (marker(&c.src), marker(&c.zps), marker(&c.dst));
@@ -51,6 +51,7 @@ fn expand(f: &KernelFn, combos: &[Combo], nodes: &[Node]) -> TokenStream {
     let formula = quote! {
         struct __Formula;
         impl #p::Formula for __Formula {
+            const QUIET: bool = #p::may_pass_signaling(&[#(#ir_nodes),*]);
             #[inline(always)]
             #[allow(unused_variables)]
             fn eval<L: #p::Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float {

@@ -64,6 +64,25 @@ pub const STANDARD: FormulaIr = FormulaIr {
     ],
 };
 
+/// True when the result of `nodes` can be a signalling NaN passed through from a
+/// scale or literal unchanged (by `-`, `abs`, `min`, `max`). Float arithmetic
+/// (`+ - *`) never returns a signalling NaN, so other formulas need no quieting
+/// before an f32 store.
+pub const fn may_pass_signaling(nodes: &[Node]) -> bool {
+    !nodes.is_empty() && passes(nodes, nodes.len() - 1)
+}
+
+const fn passes(nodes: &[Node], i: usize) -> bool {
+    const EXP: u64 = 0x7ff0_0000_0000_0000;
+    match nodes[i] {
+        Node::S => true,
+        Node::Lit(b) => b & EXP == EXP && b & !(EXP | 1 << 63) != 0,
+        Node::Neg(a) | Node::Abs(a) => passes(nodes, a as usize),
+        Node::Min(a, b) | Node::Max(a, b) => passes(nodes, a as usize) || passes(nodes, b as usize),
+        _ => false,
+    }
+}
+
 /// A float type a formula can work in.
 pub trait WorkFloat: Copy + PartialOrd + core::ops::Neg<Output = Self> {
     /// Rounds an exact integer, nearest-even.
@@ -236,5 +255,30 @@ mod tests {
         assert!(max(1.0, f32::NAN).is_nan());
         assert_eq!(max(1.0f32, 2.0), 2.0);
         assert_eq!(min(1.0f32, 2.0), 1.0);
+    }
+
+    #[test]
+    fn signalling_nan_passes_only_through_bit_operations() {
+        use Node::*;
+        assert!(!may_pass_signaling(STANDARD.nodes));
+        assert!(may_pass_signaling(&[S]));
+        assert!(may_pass_signaling(&[S, Neg(0), Abs(1)]));
+        // max((q - z) * s, 0.0): max can return its first operand unchanged, but
+        // that operand is a product, so quiet.
+        let relu = [
+            Q,
+            Z,
+            IntSub(0, 1),
+            Float(2),
+            S,
+            Mul(3, 4),
+            Lit(0),
+            Max(5, 6),
+        ];
+        assert!(!may_pass_signaling(&relu));
+        assert!(may_pass_signaling(&[Q, Float(0), S, Max(1, 2)]));
+        assert!(may_pass_signaling(&[Lit(0x7ff0_0000_0000_0001)]));
+        assert!(!may_pass_signaling(&[Lit(f64::INFINITY.to_bits())]));
+        assert!(!may_pass_signaling(&[S, Q, Float(1), Add(0, 1)]));
     }
 }

@@ -155,11 +155,11 @@ pub unsafe trait Simd: Lanes {
     fn splat_int(self, v: i32) -> Self::Int;
     /// Every lane `v`.
     fn splat_float(self, v: f32) -> Self::Float;
-    /// Stores as f32 (NaN quieted); `NT` = non-temporal.
+    /// Stores as f32 (NaN quieted when `quiet`); `NT` = non-temporal.
     ///
     /// # Safety
     /// `p` is valid for writing `LANES` f32; with `NT`, aligned to `LANES * 4`.
-    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: Self::Float);
+    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: Self::Float, quiet: bool);
     /// Stores as f16, nearest-even (NaN quieted); `NT` = non-temporal.
     ///
     /// # Safety
@@ -172,6 +172,35 @@ pub unsafe trait Simd: Lanes {
     unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: Self::Float);
     /// Orders earlier non-temporal stores before later stores.
     fn fence(self);
+
+    /// A 16-entry table of 4-byte values, held in registers.
+    type Tab32: Copy;
+    /// A 16-entry table of 2-byte values, held in registers.
+    type Tab16: Copy;
+    /// Loads a table of 16 four-byte entries.
+    ///
+    /// # Safety
+    /// `p` is valid for reading 64 bytes.
+    unsafe fn tab32(self, p: *const u8) -> Self::Tab32;
+    /// Loads a table of 16 two-byte entries.
+    ///
+    /// # Safety
+    /// `p` is valid for reading 32 bytes.
+    unsafe fn tab16(self, p: *const u8) -> Self::Tab16;
+    /// Looks up `LANES` 4-bit values packed at `src` (low nibble first) in `t`
+    /// and stores the `LANES` entries (one vector) at `dst`.
+    ///
+    /// # Safety
+    /// `src` is valid for reading `LANES / 2` bytes, `dst` for writing `LANES * 4`
+    /// (aligned to that when `NT`).
+    unsafe fn lut32<const NT: bool>(self, t: Self::Tab32, src: *const u8, dst: *mut u8);
+    /// Looks up `2 * LANES` 4-bit values packed at `src` (low nibble first) in `t`
+    /// and stores the `2 * LANES` entries (one vector) at `dst`.
+    ///
+    /// # Safety
+    /// `src` is valid for reading `LANES` bytes, `dst` for writing `LANES * 4`
+    /// (aligned to that when `NT`).
+    unsafe fn lut16<const NT: bool>(self, t: Self::Tab16, src: *const u8, dst: *mut u8);
 }
 
 #[cfg(test)]

@@ -222,17 +222,16 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_set1_ps(v) }
     }
     #[inline(always)]
-    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m256) {
+    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m256, quiet: bool) {
         // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX2 (token).
         unsafe {
-            let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(y, y));
-            let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x0040_0000));
-            let bits = _mm256_or_si256(_mm256_castps_si256(y), quiet);
-            if NT {
-                _mm256_stream_si256(p.cast(), bits)
-            } else {
-                _mm256_storeu_si256(p.cast(), bits)
+            let mut bits = _mm256_castps_si256(y);
+            if quiet {
+                let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(y, y));
+                let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x0040_0000));
+                bits = _mm256_or_si256(bits, quiet);
             }
+            store256::<NT>(p, bits)
         }
     }
     #[inline(always)]
@@ -272,6 +271,84 @@ unsafe impl Simd for Avx2 {
     fn fence(self) {
         // SAFETY: SSE present on every x86-64.
         unsafe { _mm_sfence() }
+    }
+
+    type Tab32 = (__m256, __m256);
+    type Tab16 = (__m128i, __m128i);
+
+    #[inline(always)]
+    unsafe fn tab32(self, p: *const u8) -> Self::Tab32 {
+        // SAFETY: 64 readable bytes at p (caller).
+        unsafe { (_mm256_loadu_ps(p.cast()), _mm256_loadu_ps(p.add(32).cast())) }
+    }
+    #[inline(always)]
+    unsafe fn tab16(self, p: *const u8) -> Self::Tab16 {
+        // SAFETY: 32 readable bytes at p (caller); SSSE3 (token).
+        unsafe {
+            // Low bytes of the entries in one register, high bytes in the other.
+            let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+            let a = _mm_shuffle_epi8(_mm_loadu_si128(p.cast()), split);
+            let b = _mm_shuffle_epi8(_mm_loadu_si128(p.add(16).cast()), split);
+            (_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b))
+        }
+    }
+    #[inline(always)]
+    unsafe fn lut32<const NT: bool>(self, t: Self::Tab32, src: *const u8, dst: *mut u8) {
+        // SAFETY: 4 readable bytes at src, 32 writable at dst (caller); AVX2 (token).
+        unsafe {
+            let x = _mm_cvtsi32_si128(src.cast::<i32>().read_unaligned());
+            // Byte b -> dwords (b, b >> 4): the permute reads index bits 0..2, bit 3
+            // picks the table half.
+            let q = _mm256_cvtepu8_epi64(x);
+            let idx = _mm256_or_si256(q, _mm256_slli_epi64::<28>(q));
+            let lo = _mm256_permutevar8x32_ps(t.0, idx);
+            let hi = _mm256_permutevar8x32_ps(t.1, idx);
+            let pick = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx));
+            store256::<NT>(dst, _mm256_castps_si256(_mm256_blendv_ps(lo, hi, pick)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn lut16<const NT: bool>(self, t: Self::Tab16, src: *const u8, dst: *mut u8) {
+        // SAFETY: 8 readable bytes at src, 32 writable at dst (caller); AVX2 (token).
+        unsafe {
+            let idx = self.expand_nibbles(_mm_loadl_epi64(src.cast()));
+            let lo = _mm_shuffle_epi8(t.0, idx);
+            let hi = _mm_shuffle_epi8(t.1, idx);
+            let y = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+            store256::<NT>(dst, y)
+        }
+    }
+}
+
+/// Stores 32 bytes, non-temporal when `NT`.
+///
+/// # Safety
+/// `p` is valid for writing 32 bytes, aligned to 32 when `NT`; AVX present.
+#[inline(always)]
+unsafe fn store256<const NT: bool>(p: *mut u8, bits: __m256i) {
+    // SAFETY: as the caller promised.
+    unsafe {
+        if NT {
+            _mm256_stream_si256(p.cast(), bits)
+        } else {
+            _mm256_storeu_si256(p.cast(), bits)
+        }
+    }
+}
+
+/// Stores 64 bytes, non-temporal when `NT`.
+///
+/// # Safety
+/// `p` is valid for writing 64 bytes, aligned to 64 when `NT`; AVX-512F present.
+#[inline(always)]
+unsafe fn store512<const NT: bool>(p: *mut u8, bits: __m512i) {
+    // SAFETY: as the caller promised.
+    unsafe {
+        if NT {
+            _mm512_stream_si512(p.cast(), bits)
+        } else {
+            _mm512_storeu_si512(p.cast(), bits)
+        }
     }
 }
 
@@ -424,17 +501,15 @@ unsafe impl Simd for Avx512 {
         unsafe { _mm512_set1_ps(v) }
     }
     #[inline(always)]
-    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m512) {
+    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m512, quiet: bool) {
         // SAFETY: 64 writable bytes at p, aligned when NT (caller); AVX-512F (token).
         unsafe {
-            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
-            let x = _mm512_castps_si512(y);
-            let bits = _mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x0040_0000));
-            if NT {
-                _mm512_stream_si512(p.cast(), bits)
-            } else {
-                _mm512_storeu_si512(p.cast(), bits)
+            let mut bits = _mm512_castps_si512(y);
+            if quiet {
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
+                bits = _mm512_mask_or_epi32(bits, nan, bits, _mm512_set1_epi32(0x0040_0000));
             }
+            store512::<NT>(p, bits)
         }
     }
     #[inline(always)]
@@ -473,6 +548,42 @@ unsafe impl Simd for Avx512 {
     fn fence(self) {
         // SAFETY: SSE present on every x86-64.
         unsafe { _mm_sfence() }
+    }
+
+    type Tab32 = __m512;
+    type Tab16 = __m512i;
+
+    #[inline(always)]
+    unsafe fn tab32(self, p: *const u8) -> __m512 {
+        // SAFETY: 64 readable bytes at p (caller).
+        unsafe { _mm512_loadu_ps(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn tab16(self, p: *const u8) -> __m512i {
+        // SAFETY: 32 readable bytes at p (caller). Entries 16..32 repeat 0..16:
+        // `lut16` indexes with 5 bits.
+        unsafe { _mm512_broadcast_i64x4(_mm256_loadu_si256(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn lut32<const NT: bool>(self, t: __m512, src: *const u8, dst: *mut u8) {
+        // SAFETY: 8 readable bytes at src, 64 writable at dst (caller); AVX-512F (token).
+        unsafe {
+            // Byte b -> dwords (b, b >> 4); the permute reads index bits 0..3.
+            let q = _mm512_cvtepu8_epi64(_mm_loadl_epi64(src.cast()));
+            let idx = _mm512_or_si512(q, _mm512_slli_epi64::<28>(q));
+            store512::<NT>(dst, _mm512_castps_si512(_mm512_permutexvar_ps(idx, t)))
+        }
+    }
+    #[inline(always)]
+    unsafe fn lut16<const NT: bool>(self, t: __m512i, src: *const u8, dst: *mut u8) {
+        // SAFETY: 16 readable bytes at src, 64 writable at dst (caller); AVX-512BW (token).
+        unsafe {
+            // Byte b -> words (b, b >> 4); the permute reads index bits 0..4, and
+            // the table repeats, so bit 4 (from the high nibble) does not matter.
+            let d = _mm512_cvtepu8_epi32(_mm_loadu_si128(src.cast()));
+            let idx = _mm512_or_si512(d, _mm512_slli_epi32::<12>(d));
+            store512::<NT>(dst, _mm512_permutexvar_epi16(idx, t))
+        }
     }
 }
 

@@ -43,29 +43,46 @@ struct Row {
     i1: usize,
 }
 
+/// Where a walk stands in one outer loop.
+#[derive(Clone, Copy, Default)]
+struct Pos {
+    /// Index along the loop.
+    i: usize,
+    /// Index within the current group.
+    within: usize,
+    /// Group index.
+    g: usize,
+}
+
 /// Calls `f` for each innermost run of logical elements `range`, in order.
+/// Offsets are updated incrementally (no division per run).
 #[inline(always)]
 fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
-    let n = loops.len();
-    if n == 0 || range.is_empty() {
+    let Some((inner, outer)) = loops.split_last() else {
+        return;
+    };
+    if range.is_empty() {
         return;
     }
-    let mut idx = vec![0usize; n];
-    let mut l = range.start;
-    for d in (0..n).rev() {
-        idx[d] = l % loops[d].len;
-        l /= loops[d].len;
+    let mut pos = vec![Pos::default(); outer.len()];
+    let (mut src, mut dst, mut scale) = (0, 0, 0);
+    let mut l = range.start / inner.len;
+    for (p, lp) in pos.iter_mut().zip(outer).rev() {
+        let i = l % lp.len;
+        l /= lp.len;
+        *p = Pos {
+            i,
+            within: i % lp.group,
+            g: i / lp.group,
+        };
+        src += i * lp.src_stride;
+        dst += i * lp.dst_stride;
+        scale += p.g * lp.scale_stride;
     }
+    let mut i0 = range.start % inner.len;
     let mut left = range.len();
     loop {
-        let (mut src, mut dst, mut scale) = (0, 0, 0);
-        for (i, lp) in idx.iter().zip(&loops[..n - 1]) {
-            src += i * lp.src_stride;
-            dst += i * lp.dst_stride;
-            scale += i / lp.group * lp.scale_stride;
-        }
-        let i0 = idx[n - 1];
-        let i1 = loops[n - 1].len.min(i0 + left);
+        let i1 = inner.len.min(i0 + left);
         f(Row {
             src,
             dst,
@@ -77,13 +94,25 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
         if left == 0 {
             return;
         }
-        idx[n - 1] = 0;
-        for d in (0..n - 1).rev() {
-            idx[d] += 1;
-            if idx[d] < loops[d].len {
+        i0 = 0;
+        for (p, lp) in pos.iter_mut().zip(outer).rev() {
+            p.i += 1;
+            p.within += 1;
+            src += lp.src_stride;
+            dst += lp.dst_stride;
+            if p.within == lp.group {
+                p.within = 0;
+                p.g += 1;
+                scale += lp.scale_stride;
+            }
+            if p.i < lp.len {
                 break;
             }
-            idx[d] = 0;
+            // Wrap: take back what this loop added.
+            src -= lp.len * lp.src_stride;
+            dst -= lp.len * lp.dst_stride;
+            scale -= p.g * lp.scale_stride;
+            *p = Pos::default();
         }
     }
 }
@@ -223,20 +252,20 @@ unsafe fn vec_row<V: Simd, S: IntType, Z: IntType, D: FloatType, F: Formula, con
         if g >= inner.len {
             // (a) one scale for the whole contiguous run.
             let p = const_p::<V, Z, D>(v, c, r.scale);
-            seg::<V, S, Z, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+            const_seg::<V, S, Z, D, F, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
         } else if g == 1 && inner.scale_stride == 1 {
             // (b) a scale per element.
             let p = ElemP::<V, Z, D>::new(v, c, r.scale + r.i0);
             seg::<V, S, Z, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
         } else {
             // (c) a scale per group; the run may start and end mid-group.
-            let mut i = r.i0;
+            let (mut i, mut j) = (r.i0, r.i0 / g);
             while i < r.i1 {
-                let j = i / g;
                 let end = r.i1.min((j + 1) * g);
                 let p = const_p::<V, Z, D>(v, c, r.scale + j * inner.scale_stride);
-                seg::<V, S, Z, D, F, _, NT>(v, c, r.src + i, r.dst + i, end - i, &p);
+                const_seg::<V, S, Z, D, F, NT>(v, c, r.src + i, r.dst + i, end - i, &p);
                 i = end;
+                j += 1;
             }
         }
     }
@@ -364,6 +393,140 @@ const fn is_4bit(d: Option<DType>) -> bool {
     matches!(d, Some(DType::S4 | DType::U4))
 }
 
+/// Elements before a segment's first vector: an odd nibble, or (with `NT`) up to
+/// the first dst address aligned to `align` bytes. `None` when no element of the
+/// segment is both (ordinary stores must do).
+#[inline(always)]
+fn vec_head<S: IntType, D: FloatType, const NT: bool>(
+    c: &Ctx,
+    so: usize,
+    dof: usize,
+    align: usize,
+) -> Option<usize> {
+    let odd = is_4bit(S::DTYPE) && so % 2 == 1;
+    if !NT {
+        return Some(usize::from(odd));
+    }
+    let addr = c.dst as usize + dof * D::SIZE;
+    let to_align = (align - addr % align) % align / D::SIZE;
+    let fits = addr.is_multiple_of(D::SIZE) && (!is_4bit(S::DTYPE) || (so + to_align) % 2 == 0);
+    fits.then_some(to_align)
+}
+
+/// A segment with one zero point and scale: 4-bit src long enough to pay for a
+/// table goes through [`lut_seg`], the rest through [`seg`].
+///
+/// # Safety
+/// As [`seg`].
+#[inline(always)]
+unsafe fn const_seg<V, S, Z, D, F, const NT: bool>(
+    v: V,
+    c: &Ctx,
+    so: usize,
+    dof: usize,
+    n: usize,
+    p: &ConstP<V, D::Work>,
+) where
+    V: Simd,
+    S: IntType,
+    Z: IntType,
+    D: FloatType,
+    F: Formula,
+{
+    // SAFETY: forwarded.
+    unsafe {
+        if is_4bit(S::DTYPE) && n >= LUT_MIN {
+            lut_seg::<V, S, Z, D, F, NT>(v, c, so, dof, n, p)
+        } else {
+            seg::<V, S, Z, D, F, _, NT>(v, c, so, dof, n, p)
+        }
+    }
+}
+
+/// Shortest constant-parameter 4-bit segment worth a table.
+const LUT_MIN: usize = 32;
+
+/// The dst encodings of the formula at each of the 16 values of 4-bit `S`, with
+/// the segment's zero point and scale, as a register table. Computed by the same
+/// vector code as [`seg`], so the lookups give its bits.
+///
+/// # Safety
+/// `S` is 4-bit and `D::VECTOR`.
+#[inline(always)]
+unsafe fn table<V, S, D, F>(v: V, p: &ConstP<V, D::Work>) -> D::Tab<V>
+where
+    V: Simd,
+    S: IntType,
+    D: FloatType,
+    F: Formula,
+{
+    /// The nibbles 0..16 packed low nibble first.
+    const NIBBLES: [u8; 8] = [0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe];
+    #[repr(align(64))]
+    struct Buf([u8; 64]);
+    let mut buf = Buf([0; 64]);
+    // SAFETY: the loads read nibbles k..k + LANES of NIBBLES (16 nibbles); the
+    // stores write elements k..k + LANES of 16 into 64 bytes (at most 4 each).
+    unsafe {
+        let mut k = 0;
+        while k < 16 {
+            let q = S::load_vec(v, NIBBLES.as_ptr(), k);
+            let y = F::eval(v, q, p.zv, p.sv);
+            D::store_vec::<V, false>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
+            k += V::LANES;
+        }
+        D::tab(v, buf.0.as_ptr())
+    }
+}
+
+/// A constant-parameter segment of 4-bit src by table lookup: scalar head and
+/// tail as in [`seg`], whole vectors of dst in between.
+///
+/// # Safety
+/// As [`seg`]; `S` is 4-bit.
+#[inline(always)]
+unsafe fn lut_seg<V, S, Z, D, F, const NT: bool>(
+    v: V,
+    c: &Ctx,
+    so: usize,
+    dof: usize,
+    n: usize,
+    p: &ConstP<V, D::Work>,
+) where
+    V: Simd,
+    S: IntType,
+    Z: IntType,
+    D: FloatType,
+    F: Formula,
+{
+    let step = D::lut_step::<V>();
+    let Some(head) = vec_head::<S, D, NT>(c, so, dof, step * D::SIZE) else {
+        // SAFETY: forwarded.
+        return unsafe { lut_seg::<V, S, Z, D, F, false>(v, c, so, dof, n, p) };
+    };
+    let head = head.min(n);
+    let vec_end = head + (n - head) / step * step;
+    // SAFETY: every k below is < n, an element of the segment (caller); lookups
+    // cover elements k..k + step <= vec_end <= n, reading their bytes from an
+    // even nibble (so + head is even), and with NT the dst of element `head` is
+    // aligned to `step * D::SIZE`.
+    unsafe {
+        let t = table::<V, S, D, F>(v, p);
+        for k in 0..head {
+            elem::<S, Z, D, F>(c, so + k, dof + k, p.z, p.s);
+        }
+        let mut k = head;
+        while k < vec_end {
+            let src = c.src.add((so + k) / 2);
+            D::lut::<V, NT>(v, t, src, c.dst.add((dof + k) * D::SIZE));
+            k += step;
+        }
+        for k in vec_end..n {
+            elem::<S, Z, D, F>(c, so + k, dof + k, p.z, p.s);
+        }
+    }
+}
+
 /// A contiguous segment of `n` elements from src offset `so` and dst offset `dof`:
 /// a scalar head (odd nibble, or alignment for non-temporal stores), whole
 /// vectors, a scalar tail.
@@ -387,20 +550,11 @@ unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
     P: Params<V, D::Work>,
 {
     let lanes = V::LANES;
-    let mut head = if is_4bit(S::DTYPE) { so % 2 } else { 0 };
-    if NT {
-        let addr = c.dst as usize + dof * D::SIZE;
-        let align = lanes * D::SIZE;
-        let to_align = (align - addr % align) % align / D::SIZE;
-        if !addr.is_multiple_of(D::SIZE)
-            || (is_4bit(S::DTYPE) && !(so + to_align).is_multiple_of(2))
-        {
-            // Cannot align this segment: ordinary stores.
-            // SAFETY: forwarded.
-            return unsafe { seg::<V, S, Z, D, F, P, false>(v, c, so, dof, n, p) };
-        }
-        head = to_align;
-    }
+    let Some(head) = vec_head::<S, D, NT>(c, so, dof, lanes * D::SIZE) else {
+        // Cannot align this segment: ordinary stores.
+        // SAFETY: forwarded.
+        return unsafe { seg::<V, S, Z, D, F, P, false>(v, c, so, dof, n, p) };
+    };
     let head = head.min(n);
     let vec_end = if p.vec_from(head) {
         head + (n - head) / lanes * lanes
@@ -420,7 +574,7 @@ unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
             let (z, s) = p.vec(v, k);
             let q = S::load_vec(v, c.src, so + k);
             let y = F::eval(v, q, z, s);
-            D::store_vec::<V, NT>(v, c.dst, dof + k, y);
+            D::store_vec::<V, NT>(v, c.dst, dof + k, y, F::QUIET);
             k += lanes;
         }
         for k in vec_end..n {

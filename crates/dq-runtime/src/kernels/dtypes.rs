@@ -55,12 +55,33 @@ pub trait FloatType: 'static {
     /// # Safety
     /// `base` is valid for reading those elements; only when `VECTOR`.
     unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float;
-    /// Stores `V::LANES` results from element `o`.
+    /// Stores `V::LANES` results from element `o` (f32 NaNs quieted when `quiet`).
     ///
     /// # Safety
     /// `base` is valid for writing those elements (aligned to the vector size
     /// when `NT`); only when `VECTOR`.
-    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float);
+    unsafe fn store_vec<V: Simd, const NT: bool>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: V::Float,
+        quiet: bool,
+    );
+    /// A 16-entry table of encoded dst values in registers.
+    type Tab<V: Simd>: Copy;
+    /// Elements per [`lut`](Self::lut) step: one vector of dst bytes.
+    fn lut_step<V: Simd>() -> usize;
+    /// Loads a table of 16 encoded dst values from `p`.
+    ///
+    /// # Safety
+    /// `p` is valid for reading 16 elements; only when `VECTOR`.
+    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> Self::Tab<V>;
+    /// Looks up [`lut_step`](Self::lut_step) 4-bit values packed at `src` in `t`
+    /// and stores them at `dst`.
+    ///
+    /// # Safety
+    /// As [`Simd::lut32`] / [`Simd::lut16`] for that many elements; only when `VECTOR`.
+    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: Self::Tab<V>, src: *const u8, dst: *mut u8);
 }
 
 macro_rules! marker {
@@ -229,9 +250,30 @@ impl FloatType for F32 {
         unsafe { v.load_f32(base.add(o * 4)) }
     }
     #[inline(always)]
-    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float) {
+    unsafe fn store_vec<V: Simd, const NT: bool>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: V::Float,
+        quiet: bool,
+    ) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_f32::<NT>(base.add(o * 4), y) }
+        unsafe { v.store_f32::<NT>(base.add(o * 4), y, quiet) }
+    }
+    type Tab<V: Simd> = V::Tab32;
+    #[inline(always)]
+    fn lut_step<V: Simd>() -> usize {
+        V::LANES
+    }
+    #[inline(always)]
+    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.tab32(p) }
+    }
+    #[inline(always)]
+    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab32, src: *const u8, dst: *mut u8) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.lut32::<NT>(t, src, dst) }
     }
 }
 
@@ -260,9 +302,30 @@ impl FloatType for F16 {
         unsafe { v.load_f16(base.add(o * 2)) }
     }
     #[inline(always)]
-    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float) {
+    unsafe fn store_vec<V: Simd, const NT: bool>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: V::Float,
+        _quiet: bool,
+    ) {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_f16::<NT>(base.add(o * 2), y) }
+    }
+    type Tab<V: Simd> = V::Tab16;
+    #[inline(always)]
+    fn lut_step<V: Simd>() -> usize {
+        2 * V::LANES
+    }
+    #[inline(always)]
+    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab16 {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.tab16(p) }
+    }
+    #[inline(always)]
+    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.lut16::<NT>(t, src, dst) }
     }
 }
 
@@ -291,9 +354,30 @@ impl FloatType for BF16 {
         unsafe { v.load_bf16(base.add(o * 2)) }
     }
     #[inline(always)]
-    unsafe fn store_vec<V: Simd, const NT: bool>(v: V, base: *mut u8, o: usize, y: V::Float) {
+    unsafe fn store_vec<V: Simd, const NT: bool>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: V::Float,
+        _quiet: bool,
+    ) {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_bf16::<NT>(base.add(o * 2), y) }
+    }
+    type Tab<V: Simd> = V::Tab16;
+    #[inline(always)]
+    fn lut_step<V: Simd>() -> usize {
+        2 * V::LANES
+    }
+    #[inline(always)]
+    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab16 {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.tab16(p) }
+    }
+    #[inline(always)]
+    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.lut16::<NT>(t, src, dst) }
     }
 }
 
@@ -318,7 +402,23 @@ impl FloatType for F64 {
     unsafe fn load_vec<V: Simd>(_v: V, _base: *const u8, _o: usize) -> V::Float {
         unreachable!("f64 dst takes the exact path")
     }
-    unsafe fn store_vec<V: Simd, const NT: bool>(_v: V, _b: *mut u8, _o: usize, _y: V::Float) {
+    unsafe fn store_vec<V: Simd, const NT: bool>(
+        _v: V,
+        _b: *mut u8,
+        _o: usize,
+        _y: V::Float,
+        _q: bool,
+    ) {
+        unreachable!("f64 dst takes the exact path")
+    }
+    type Tab<V: Simd> = ();
+    fn lut_step<V: Simd>() -> usize {
+        unreachable!("f64 dst takes the exact path")
+    }
+    unsafe fn tab<V: Simd>(_v: V, _p: *const u8) {
+        unreachable!("f64 dst takes the exact path")
+    }
+    unsafe fn lut<V: Simd, const NT: bool>(_v: V, _t: (), _src: *const u8, _dst: *mut u8) {
         unreachable!("f64 dst takes the exact path")
     }
 }

@@ -39,6 +39,9 @@ pub trait Lanes: Copy {
 
 /// An element formula compiled into Rust by `#[dequant_kernel]`.
 pub trait Formula: 'static {
+    /// False when a NaN result is always quiet already
+    /// ([`formula::may_pass_signaling`]), so vector f32 stores skip quieting.
+    const QUIET: bool = true;
     /// The result for `q`, `z`, `s` (before the final rounding into dst).
     fn eval<L: Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float;
 }
@@ -48,6 +51,7 @@ pub trait Formula: 'static {
 pub struct Standard;
 
 impl Formula for Standard {
+    const QUIET: bool = formula::may_pass_signaling(formula::STANDARD.nodes);
     #[inline(always)]
     fn eval<L: Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float {
         let d = l.int_sub(q, z);
