@@ -592,30 +592,25 @@ use crate::kernels::driver::run_vector;
 use crate::kernels::{FloatType, Formula, IntType};
 use core::ops::Range;
 
-/// The AVX2 kernel of one combination.
+/// The AVX2 kernel of one (src, dst) pair.
 ///
 /// # Safety
-/// The CPU has AVX2 and F16C; `range` is inside `0..numel`.
+/// The CPU has AVX2 and F16C; the job and range meet [`run_vector`]'s contract.
 #[target_feature(enable = "avx2,f16c")]
-pub unsafe fn run_avx2<S: IntType, Z: IntType, D: FloatType, F: Formula>(
-    job: &Job<'_>,
-    range: Range<usize>,
-) {
-    // SAFETY: the features are enabled (caller); range per the caller.
-    unsafe { run_vector::<Avx2, S, Z, D, F>(Avx2::new_unchecked(), job, range) }
+pub unsafe fn run_avx2<S: IntType, D: FloatType, F: Formula>(job: &Job<'_>, range: Range<usize>) {
+    // SAFETY: the features are enabled (caller); job and range per the caller.
+    unsafe { run_vector::<Avx2, S, D, F>(Avx2::new_unchecked(), job, range) }
 }
 
-/// The AVX-512 kernel of one combination.
+/// The AVX-512 kernel of one (src, dst) pair.
 ///
 /// # Safety
-/// The CPU has AVX-512 F, BW, VL, DQ, AVX2 and F16C; `range` is inside `0..numel`.
+/// The CPU has AVX-512 F, BW, VL, DQ, AVX2 and F16C; the job and range meet
+/// [`run_vector`]'s contract.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
-pub unsafe fn run_avx512<S: IntType, Z: IntType, D: FloatType, F: Formula>(
-    job: &Job<'_>,
-    range: Range<usize>,
-) {
-    // SAFETY: the features are enabled (caller); range per the caller.
-    unsafe { run_vector::<Avx512, S, Z, D, F>(Avx512::new_unchecked(), job, range) }
+pub unsafe fn run_avx512<S: IntType, D: FloatType, F: Formula>(job: &Job<'_>, range: Range<usize>) {
+    // SAFETY: the features are enabled (caller); job and range per the caller.
+    unsafe { run_vector::<Avx512, S, D, F>(Avx512::new_unchecked(), job, range) }
 }
 
 #[cfg(test)]

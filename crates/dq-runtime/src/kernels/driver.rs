@@ -7,7 +7,7 @@ use core::ops::Range;
 use super::dtypes::{FloatType, IntType};
 use super::lanes::{ExactInt, Formula, Scalar};
 use crate::arch::{self, Simd};
-use crate::dtype::DType;
+use crate::dtype::{DType, load_int};
 use crate::exec::Job;
 use crate::plan::Loop;
 
@@ -132,48 +132,52 @@ pub fn run_exact<S: IntType, Z: IntType, D: FloatType, F: Formula>(
     // every offset is inside the buffers `bind` checked, and the dst elements
     // are this call's own (Kernel::run contract).
     walk(loops, range, |r| unsafe {
-        exact_row::<S, Z, D, F>(&c, &inner, r)
+        exact_row::<S, Z::Exact, D, F>(&c, &inner, r, |zi| Z::load(c.zps, zi))
     });
 }
 
+/// One run element by element; `zp` reads zero point `zi`.
+///
 /// # Safety
-/// `r` is a run of the plan's loop nest inside the job's range.
+/// `r` is a run of the plan's loop nest inside the job's range; `zp` is safe to
+/// call with the zero-point indices of its elements.
 #[inline(always)]
-unsafe fn exact_row<S: IntType, Z: IntType, D: FloatType, F: Formula>(
-    c: &Ctx,
-    inner: &Loop,
-    r: Row,
-) {
+unsafe fn exact_row<S, E, D, F>(c: &Ctx, inner: &Loop, r: Row, zp: impl Fn(usize) -> i64)
+where
+    S: IntType,
+    E: ExactInt,
+    D: FloatType,
+    F: Formula,
+{
     for i in r.i0..r.i1 {
         let si = r.scale + i / inner.group * inner.scale_stride;
         let zi = if c.zps_broadcast { 0 } else { si };
         // SAFETY: in-view offsets (caller).
         unsafe {
-            let z = Z::load(c.zps, zi);
             let s = D::load(c.scales, si);
             let so = r.src + i * inner.src_stride;
-            elem::<S, Z, D, F>(c, so, r.dst + i * inner.dst_stride, z, s);
+            elem::<S, E, D, F>(c, so, r.dst + i * inner.dst_stride, zp(zi), s);
         }
     }
 }
 
-/// One element, scalar and exact.
+/// One element, scalar and exact (`E` wide enough for `q - z`).
 ///
 /// # Safety
 /// `so` and `dof` are in-view offsets of an element of this call's range.
 #[inline(always)]
-unsafe fn elem<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+unsafe fn elem<S: IntType, E: ExactInt, D: FloatType, F: Formula>(
     c: &Ctx,
     so: usize,
     dof: usize,
     z: i64,
     s: D::Work,
 ) {
-    let l = Scalar::<Z::Exact, D::Work>::default();
+    let l = Scalar::<E, D::Work>::default();
     // SAFETY: in-view offsets (caller).
     unsafe {
         let q = S::load(c.src, so);
-        let y = F::eval(l, ExactInt::from_i64(q), ExactInt::from_i64(z), s);
+        let y = F::eval(l, E::from_i64(q), E::from_i64(z), s);
         D::store(c.dst, dof, y);
     }
 }
@@ -181,51 +185,110 @@ unsafe fn elem<S: IntType, Z: IntType, D: FloatType, F: Formula>(
 /// Zero points beyond this magnitude could make `q - z` leave the i32 lanes.
 const ZP_LIMIT: i64 = i32::MAX as i64 - 256;
 
-/// True when every `q - z` of the job fits the vector kernels' i32 lanes.
-fn fits_i32<S: IntType, Z: IntType>(job: &Job<'_>) -> bool {
-    if !S::SMALL {
-        return false;
-    }
-    if Z::SMALL {
-        return true;
-    }
-    Z::DTYPE == Some(DType::S32)
-        && job
+/// True when the job's zero points keep every `q - z` (8-bit or 4-bit `q`) in
+/// the vector kernels' i32 lanes.
+pub fn zps_fit_i32(job: &Job<'_>) -> bool {
+    match job.plan().zps().map(|z| z.dtype) {
+        Some(DType::S64) => false,
+        Some(DType::S32) => job
             .zps()
             .chunks_exact(4)
-            .all(|b| (i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64).abs() <= ZP_LIMIT)
+            .all(|b| (i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64).abs() <= ZP_LIMIT),
+        _ => true,
+    }
 }
 
-/// The vector path for ISA `V`; falls back to [`run_exact`] when it does not apply.
+/// Zero points as the vector kernels read them (their dtype known at run time).
+#[derive(Clone, Copy)]
+enum Zp<'a> {
+    /// One value for every element (0 when absent).
+    Const(i64),
+    /// One per scale index, of this dtype.
+    Each(DType, &'a [u8]),
+}
+
+impl<'a> Zp<'a> {
+    fn new(job: &Job<'a>) -> Zp<'a> {
+        let plan = job.plan();
+        match plan.zps() {
+            None => Zp::Const(0),
+            Some(d) if plan.zps_broadcast() => Zp::Const(load_int(d.dtype, job.zps(), 0)),
+            Some(d) => Zp::Each(d.dtype, job.zps()),
+        }
+    }
+
+    /// Zero point of scale index `si` (bounds-checked).
+    #[inline(always)]
+    fn at(&self, si: usize) -> i64 {
+        match *self {
+            Zp::Const(z) => z,
+            Zp::Each(d, b) => load_int(d, b, si),
+        }
+    }
+}
+
+/// Per-element zero points widened to i32, so the vector loop loads them like
+/// s32: the last window asked for, kept while later runs fall inside it (runs
+/// along a broadcast outer dim all read the same zero points).
+#[derive(Default)]
+struct Widened {
+    lo: usize,
+    vals: Vec<i32>,
+}
+
+impl Widened {
+    /// The zero points of scale indices `si..si + n`.
+    fn slice(&mut self, zp: Zp<'_>, si: usize, n: usize) -> &[i32] {
+        let inside = si >= self.lo && si + n <= self.lo + self.vals.len();
+        if !inside {
+            self.lo = si;
+            self.vals.clear();
+            self.vals.extend((si..si + n).map(|i| zp.at(i) as i32));
+        }
+        &self.vals[si - self.lo..si - self.lo + n]
+    }
+}
+
+/// What a vector kernel knows of its job.
+struct VecCtx<'a> {
+    c: Ctx,
+    zp: Zp<'a>,
+    widened: Widened,
+}
+
+/// The vector path for ISA `V` (zero points of any dtype that fits i32 lanes,
+/// see [`zps_fit_i32`]).
 ///
 /// # Safety
-/// Called with a job and a range inside `0..numel` (Kernel::run contract).
+/// Called with a job and a range inside `0..numel` (Kernel::run contract); `S` is
+/// an 8-bit or 4-bit type, `D::VECTOR`, and [`zps_fit_i32`] holds.
 #[inline(always)]
-pub unsafe fn run_vector<V: Simd, S: IntType, Z: IntType, D: FloatType, F: Formula>(
+pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     v: V,
     job: &Job<'_>,
     range: Range<usize>,
 ) {
-    if !D::VECTOR || !fits_i32::<S, Z>(job) {
-        return run_exact::<S, Z, D, F>(job, range);
-    }
     let plan = job.plan();
     let Some(inner) = plan.loops().last().copied() else {
         return;
     };
-    let c = Ctx::new(job);
+    let mut vc = VecCtx {
+        c: Ctx::new(job),
+        zp: Zp::new(job),
+        widened: Widened::default(),
+    };
     // Outputs bigger than (half) the last-level cache bypass it: ordinary stores
     // would read every dst line first, and the data would not be reused.
     let streaming = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
     // SAFETY (both walks): rows of the plan's loop nest inside `range` (see run_exact).
     if streaming {
         walk(plan.loops(), range, |r| unsafe {
-            vec_row::<V, S, Z, D, F, true>(v, &c, &inner, r)
+            vec_row::<V, S, D, F, true>(v, &mut vc, &inner, r)
         });
         v.fence();
     } else {
         walk(plan.loops(), range, |r| unsafe {
-            vec_row::<V, S, Z, D, F, false>(v, &c, &inner, r)
+            vec_row::<V, S, D, F, false>(v, &mut vc, &inner, r)
         });
     }
 }
@@ -235,35 +298,41 @@ pub unsafe fn run_vector<V: Simd, S: IntType, Z: IntType, D: FloatType, F: Formu
 /// # Safety
 /// `r` is a run of the plan's loop nest inside the job's range.
 #[inline(always)]
-unsafe fn vec_row<V: Simd, S: IntType, Z: IntType, D: FloatType, F: Formula, const NT: bool>(
+unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>(
     v: V,
-    c: &Ctx,
+    vc: &mut VecCtx<'_>,
     inner: &Loop,
     r: Row,
 ) {
+    let c = &vc.c;
     if inner.src_stride != 1 || inner.dst_stride != 1 {
         // (d) general strided fallback.
-        // SAFETY: forwarded.
-        return unsafe { exact_row::<S, Z, D, F>(c, inner, r) };
+        // SAFETY: forwarded; zero-point indices are the job's.
+        return unsafe { exact_row::<S, i64, D, F>(c, inner, r, |zi| vc.zp.at(zi)) };
     }
     let g = inner.group;
     // SAFETY (all arms): the segments cover exactly the run's elements.
     unsafe {
         if g >= inner.len {
             // (a) one scale for the whole contiguous run.
-            let p = const_p::<V, Z, D>(v, c, r.scale);
-            const_seg::<V, S, Z, D, F, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+            let p = const_p::<V, D>(v, vc, r.scale);
+            const_seg::<V, S, D, F, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
         } else if g == 1 && inner.scale_stride == 1 {
             // (b) a scale per element.
-            let p = ElemP::<V, Z, D>::new(v, c, r.scale + r.i0);
-            seg::<V, S, Z, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+            let (si, n) = (r.scale + r.i0, r.i1 - r.i0);
+            let zps = match vc.zp {
+                Zp::Const(_) => None,
+                Zp::Each(..) => Some(vc.widened.slice(vc.zp, si, n)),
+            };
+            let p = ElemP::<V, D>::new(v, &vc.c, vc.zp, zps, si);
+            seg::<V, S, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
         } else {
             // (c) a scale per group; the run may start and end mid-group.
             let (mut i, mut j) = (r.i0, r.i0 / g);
             while i < r.i1 {
                 let end = r.i1.min((j + 1) * g);
-                let p = const_p::<V, Z, D>(v, c, r.scale + j * inner.scale_stride);
-                const_seg::<V, S, Z, D, F, NT>(v, c, r.src + i, r.dst + i, end - i, &p);
+                let p = const_p::<V, D>(v, vc, r.scale + j * inner.scale_stride);
+                const_seg::<V, S, D, F, NT>(v, c, r.src + i, r.dst + i, end - i, &p);
                 i = end;
                 j += 1;
             }
@@ -283,8 +352,6 @@ trait Params<V: Simd, W> {
     /// # Safety
     /// Element `k` is in the segment.
     unsafe fn scalar(&self, k: usize) -> (i64, W);
-    /// True when vectors may start at element `k` (4-bit zero points need even offsets).
-    fn vec_from(&self, k: usize) -> bool;
 }
 
 /// One zero point and scale for the whole segment.
@@ -300,14 +367,10 @@ struct ConstP<V: Simd, W> {
 /// # Safety
 /// `si` is a valid scale index of the job.
 #[inline(always)]
-unsafe fn const_p<V: Simd, Z: IntType, D: FloatType>(
-    v: V,
-    c: &Ctx,
-    si: usize,
-) -> ConstP<V, D::Work> {
-    let zi = if c.zps_broadcast { 0 } else { si };
-    // SAFETY: valid scale / zero-point index (caller).
-    let (z, s) = unsafe { (Z::load(c.zps, zi), D::load(c.scales, si)) };
+unsafe fn const_p<V: Simd, D: FloatType>(v: V, vc: &VecCtx<'_>, si: usize) -> ConstP<V, D::Work> {
+    // SAFETY: valid scale index (caller).
+    let s = unsafe { D::load(vc.c.scales, si) };
+    let z = vc.zp.at(si);
     ConstP {
         zv: v.splat_int(z as i32),
         sv: v.splat_float(D::work_f32(s)),
@@ -325,49 +388,47 @@ impl<V: Simd, W: Copy> Params<V, W> for ConstP<V, W> {
     unsafe fn scalar(&self, _k: usize) -> (i64, W) {
         (self.z, self.s)
     }
-    #[inline(always)]
-    fn vec_from(&self, _k: usize) -> bool {
-        true
-    }
 }
 
-/// A zero point and scale per element, from scale index `si`.
-struct ElemP<V: Simd, Z, D> {
-    zps: *const u8,
+/// A scale per element from scale index `si`; zero points per element (widened)
+/// or one for all.
+struct ElemP<'a, V: Simd, D> {
     scales: *const u8,
     si: usize,
-    broadcast: Option<(V::Int, i64)>,
-    _t: core::marker::PhantomData<(Z, D)>,
+    zps: Option<&'a [i32]>,
+    zv: V::Int,
+    z: i64,
+    _d: core::marker::PhantomData<D>,
 }
 
-impl<V: Simd, Z: IntType, D: FloatType> ElemP<V, Z, D> {
-    /// # Safety
-    /// `si` is a valid scale index of the job.
+impl<'a, V: Simd, D: FloatType> ElemP<'a, V, D> {
+    /// The parameters of the elements from scale index `si`: zero points `zps`
+    /// (one per element) or `zp`'s constant.
     #[inline(always)]
-    unsafe fn new(v: V, c: &Ctx, si: usize) -> Self {
-        // SAFETY: a broadcast zero point has index 0 (caller's job).
-        let broadcast = c.zps_broadcast.then(|| unsafe {
-            let z = Z::load(c.zps, 0);
-            (v.splat_int(z as i32), z)
-        });
+    fn new(v: V, c: &Ctx, zp: Zp<'_>, zps: Option<&'a [i32]>, si: usize) -> Self {
+        let z = match zp {
+            Zp::Const(z) => z,
+            Zp::Each(..) => 0,
+        };
         ElemP {
-            zps: c.zps,
             scales: c.scales,
             si,
-            broadcast,
-            _t: core::marker::PhantomData,
+            zps,
+            zv: v.splat_int(z as i32),
+            z,
+            _d: core::marker::PhantomData,
         }
     }
 }
 
-impl<V: Simd, Z: IntType, D: FloatType> Params<V, D::Work> for ElemP<V, Z, D> {
+impl<V: Simd, D: FloatType> Params<V, D::Work> for ElemP<'_, V, D> {
     #[inline(always)]
     unsafe fn vec(&self, v: V, k: usize) -> (V::Int, V::Float) {
-        // SAFETY: elements of the segment (caller).
+        // SAFETY: elements of the segment (caller), inside the widened slice.
         unsafe {
-            let z = match self.broadcast {
-                Some((zv, _)) => zv,
-                None => Z::load_vec(v, self.zps, self.si + k),
+            let z = match self.zps {
+                Some(zs) => v.load_s32(zs.as_ptr().add(k).cast()),
+                None => self.zv,
             };
             (z, D::load_vec(v, self.scales, self.si + k))
         }
@@ -376,16 +437,12 @@ impl<V: Simd, Z: IntType, D: FloatType> Params<V, D::Work> for ElemP<V, Z, D> {
     unsafe fn scalar(&self, k: usize) -> (i64, D::Work) {
         // SAFETY: an element of the segment (caller).
         unsafe {
-            let z = match self.broadcast {
-                Some((_, z)) => z,
-                None => Z::load(self.zps, self.si + k),
+            let z = match self.zps {
+                Some(zs) => *zs.get_unchecked(k) as i64,
+                None => self.z,
             };
             (z, D::load(self.scales, self.si + k))
         }
-    }
-    #[inline(always)]
-    fn vec_from(&self, k: usize) -> bool {
-        self.broadcast.is_some() || !is_4bit(Z::DTYPE) || (self.si + k).is_multiple_of(2)
     }
 }
 
@@ -403,13 +460,14 @@ fn vec_head<S: IntType, D: FloatType, const NT: bool>(
     dof: usize,
     align: usize,
 ) -> Option<usize> {
-    let odd = is_4bit(S::DTYPE) && so % 2 == 1;
+    let odd = is_4bit(S::DTYPE) && !so.is_multiple_of(2);
     if !NT {
         return Some(usize::from(odd));
     }
     let addr = c.dst as usize + dof * D::SIZE;
     let to_align = (align - addr % align) % align / D::SIZE;
-    let fits = addr.is_multiple_of(D::SIZE) && (!is_4bit(S::DTYPE) || (so + to_align) % 2 == 0);
+    let fits =
+        addr.is_multiple_of(D::SIZE) && (!is_4bit(S::DTYPE) || (so + to_align).is_multiple_of(2));
     fits.then_some(to_align)
 }
 
@@ -419,7 +477,7 @@ fn vec_head<S: IntType, D: FloatType, const NT: bool>(
 /// # Safety
 /// As [`seg`].
 #[inline(always)]
-unsafe fn const_seg<V, S, Z, D, F, const NT: bool>(
+unsafe fn const_seg<V, S, D, F, const NT: bool>(
     v: V,
     c: &Ctx,
     so: usize,
@@ -429,16 +487,15 @@ unsafe fn const_seg<V, S, Z, D, F, const NT: bool>(
 ) where
     V: Simd,
     S: IntType,
-    Z: IntType,
     D: FloatType,
     F: Formula,
 {
     // SAFETY: forwarded.
     unsafe {
         if is_4bit(S::DTYPE) && n >= LUT_MIN {
-            lut_seg::<V, S, Z, D, F, NT>(v, c, so, dof, n, p)
+            lut_seg::<V, S, D, F, NT>(v, c, so, dof, n, p)
         } else {
-            seg::<V, S, Z, D, F, _, NT>(v, c, so, dof, n, p)
+            seg::<V, S, D, F, _, NT>(v, c, so, dof, n, p)
         }
     }
 }
@@ -485,7 +542,7 @@ where
 /// # Safety
 /// As [`seg`]; `S` is 4-bit.
 #[inline(always)]
-unsafe fn lut_seg<V, S, Z, D, F, const NT: bool>(
+unsafe fn lut_seg<V, S, D, F, const NT: bool>(
     v: V,
     c: &Ctx,
     so: usize,
@@ -495,14 +552,13 @@ unsafe fn lut_seg<V, S, Z, D, F, const NT: bool>(
 ) where
     V: Simd,
     S: IntType,
-    Z: IntType,
     D: FloatType,
     F: Formula,
 {
     let step = D::lut_step::<V>();
     let Some(head) = vec_head::<S, D, NT>(c, so, dof, step * D::SIZE) else {
         // SAFETY: forwarded.
-        return unsafe { lut_seg::<V, S, Z, D, F, false>(v, c, so, dof, n, p) };
+        return unsafe { lut_seg::<V, S, D, F, false>(v, c, so, dof, n, p) };
     };
     let head = head.min(n);
     let vec_end = head + (n - head) / step * step;
@@ -513,7 +569,7 @@ unsafe fn lut_seg<V, S, Z, D, F, const NT: bool>(
     unsafe {
         let t = table::<V, S, D, F>(v, p);
         for k in 0..head {
-            elem::<S, Z, D, F>(c, so + k, dof + k, p.z, p.s);
+            elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s);
         }
         let mut k = head;
         while k < vec_end {
@@ -522,7 +578,7 @@ unsafe fn lut_seg<V, S, Z, D, F, const NT: bool>(
             k += step;
         }
         for k in vec_end..n {
-            elem::<S, Z, D, F>(c, so + k, dof + k, p.z, p.s);
+            elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s);
         }
     }
 }
@@ -534,17 +590,10 @@ unsafe fn lut_seg<V, S, Z, D, F, const NT: bool>(
 /// # Safety
 /// The segment's elements are in view and in the job's range; `p` describes them.
 #[inline(always)]
-unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
-    v: V,
-    c: &Ctx,
-    so: usize,
-    dof: usize,
-    n: usize,
-    p: &P,
-) where
+unsafe fn seg<V, S, D, F, P, const NT: bool>(v: V, c: &Ctx, so: usize, dof: usize, n: usize, p: &P)
+where
     V: Simd,
     S: IntType,
-    Z: IntType,
     D: FloatType,
     F: Formula,
     P: Params<V, D::Work>,
@@ -553,21 +602,17 @@ unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
     let Some(head) = vec_head::<S, D, NT>(c, so, dof, lanes * D::SIZE) else {
         // Cannot align this segment: ordinary stores.
         // SAFETY: forwarded.
-        return unsafe { seg::<V, S, Z, D, F, P, false>(v, c, so, dof, n, p) };
+        return unsafe { seg::<V, S, D, F, P, false>(v, c, so, dof, n, p) };
     };
     let head = head.min(n);
-    let vec_end = if p.vec_from(head) {
-        head + (n - head) / lanes * lanes
-    } else {
-        head
-    };
+    let vec_end = head + (n - head) / lanes * lanes;
     // SAFETY: every k below is < n, an element of the segment (caller); vector
     // loads and stores cover elements k..k + lanes <= vec_end <= n, and with NT
     // the dst address of element `head` is aligned to `lanes * D::SIZE`.
     unsafe {
         for k in 0..head {
             let (z, s) = p.scalar(k);
-            elem::<S, Z, D, F>(c, so + k, dof + k, z, s);
+            elem::<S, i64, D, F>(c, so + k, dof + k, z, s);
         }
         let mut k = head;
         while k < vec_end {
@@ -579,7 +624,7 @@ unsafe fn seg<V, S, Z, D, F, P, const NT: bool>(
         }
         for k in vec_end..n {
             let (z, s) = p.scalar(k);
-            elem::<S, Z, D, F>(c, so + k, dof + k, z, s);
+            elem::<S, i64, D, F>(c, so + k, dof + k, z, s);
         }
     }
 }

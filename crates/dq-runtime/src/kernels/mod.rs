@@ -29,6 +29,9 @@ pub use lanes::{ExactInt, Formula, FromI64, Lanes, Scalar, Standard};
 pub type RunFn = unsafe fn(&Job<'_>, Range<usize>);
 
 /// The kernels of one (src, zps, dst) combination, one function per ISA.
+///
+/// The vector functions depend on src, dst and formula only (zero points are read
+/// at run time), so the table shares them between zero-point types.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
     /// Src dtype.
@@ -37,6 +40,9 @@ pub struct Entry {
     pub zps: Option<DType>,
     /// Dst (and scales) dtype.
     pub dst: DType,
+    /// True when the vector functions apply (8/4-bit src, f32/f16/bf16 dst, no s64
+    /// zero points); s32 zero points are checked per job ([`driver::zps_fit_i32`]).
+    vector: bool,
     portable: RunFn,
     #[cfg(target_arch = "x86_64")]
     avx2: RunFn,
@@ -51,15 +57,26 @@ impl Entry {
             Some(d) => d,
             None => panic!("src cannot be `none`"),
         };
+        let vector = S::SMALL && D::VECTOR && !matches!(Z::DTYPE, Some(DType::S64));
+        let portable: RunFn = driver::run_exact::<S, Z, D, F>;
         Entry {
             src,
             zps: Z::DTYPE,
             dst: D::DTYPE,
-            portable: driver::run_exact::<S, Z, D, F>,
+            vector,
+            portable,
             #[cfg(target_arch = "x86_64")]
-            avx2: arch::x86_64::run_avx2::<S, Z, D, F>,
+            avx2: if vector {
+                arch::x86_64::run_avx2::<S, D, F>
+            } else {
+                portable
+            },
             #[cfg(target_arch = "x86_64")]
-            avx512: arch::x86_64::run_avx512::<S, Z, D, F>,
+            avx512: if vector {
+                arch::x86_64::run_avx512::<S, D, F>
+            } else {
+                portable
+            },
         }
     }
 
@@ -68,7 +85,11 @@ impl Entry {
         (self.src, self.zps, self.dst)
     }
 
-    fn func(&self, isa: Isa) -> RunFn {
+    /// The function for `job` on `isa`: a vector one when it applies.
+    fn func(&self, isa: Isa, job: &Job<'_>) -> RunFn {
+        if !self.vector || !driver::zps_fit_i32(job) {
+            return self.portable;
+        }
         match isa {
             Isa::Portable => self.portable,
             #[cfg(target_arch = "x86_64")]
@@ -154,9 +175,10 @@ impl Kernel for GeneratedKernel {
         if let Some(e) = self.entry(job.plan()) {
             let isa = self.isa();
             // SAFETY: `isa` is available on this CPU (`with_isa` checked it, or
-            // `arch::selected` never exceeds the hardware); `range` is inside
+            // `arch::selected` never exceeds the hardware); a vector function is
+            // chosen only for jobs it applies to (`func`); `range` is inside
             // `0..numel` (Kernel::run contract).
-            unsafe { (e.func(isa))(job, range) }
+            unsafe { (e.func(isa, job))(job, range) }
         }
     }
 }
