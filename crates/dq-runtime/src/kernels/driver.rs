@@ -280,16 +280,24 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     // Outputs bigger than (half) the last-level cache bypass it: ordinary stores
     // would read every dst line first, and the data would not be reused.
     let streaming = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
+    // The closures must inline into the caller's `#[target_feature]` function, or
+    // every intrinsic becomes a call.
     // SAFETY (both walks): rows of the plan's loop nest inside `range` (see run_exact).
     if streaming {
-        walk(plan.loops(), range, |r| unsafe {
-            vec_row::<V, S, D, F, true>(v, &mut vc, &inner, r)
-        });
+        walk(
+            plan.loops(),
+            range,
+            #[inline(always)]
+            |r| unsafe { vec_row::<V, S, D, F, true>(v, &mut vc, &inner, r) },
+        );
         v.fence();
     } else {
-        walk(plan.loops(), range, |r| unsafe {
-            vec_row::<V, S, D, F, false>(v, &mut vc, &inner, r)
-        });
+        walk(
+            plan.loops(),
+            range,
+            #[inline(always)]
+            |r| unsafe { vec_row::<V, S, D, F, false>(v, &mut vc, &inner, r) },
+        );
     }
 }
 
@@ -319,13 +327,26 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
             const_seg::<V, S, D, F, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
         } else if g == 1 && inner.scale_stride == 1 {
             // (b) a scale per element.
-            let (si, n) = (r.scale + r.i0, r.i1 - r.i0);
-            let zps = match vc.zp {
-                Zp::Const(_) => None,
-                Zp::Each(..) => Some(vc.widened.slice(vc.zp, si, n)),
-            };
-            let p = ElemP::<V, D>::new(v, &vc.c, vc.zp, zps, si);
-            seg::<V, S, D, F, _, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+            let (so, dof, si, n) = (r.src + r.i0, r.dst + r.i0, r.scale + r.i0, r.i1 - r.i0);
+            match vc.zp {
+                Zp::Const(0) => {
+                    // Symmetric: a zero the compiler sees (no subtraction).
+                    let p = ElemP::<V, D, true>::new(v, c, 0, si);
+                    seg::<V, S, D, F, _, NT>(v, c, so, dof, n, &p);
+                }
+                Zp::Const(z) => {
+                    let p = ElemP::<V, D, false>::new(v, c, z, si);
+                    seg::<V, S, D, F, _, NT>(v, c, so, dof, n, &p);
+                }
+                Zp::Each(..) => {
+                    let zps = vc.widened.slice(vc.zp, si, n);
+                    let p = ElemZ::<V, D> {
+                        zps,
+                        p: ElemP::new(v, c, 0, si),
+                    };
+                    seg::<V, S, D, F, _, NT>(v, c, so, dof, n, &p);
+                }
+            }
         } else {
             // (c) a scale per group; the run may start and end mid-group.
             let (mut i, mut j) = (r.i0, r.i0 / g);
@@ -390,30 +411,22 @@ impl<V: Simd, W: Copy> Params<V, W> for ConstP<V, W> {
     }
 }
 
-/// A scale per element from scale index `si`; zero points per element (widened)
-/// or one for all.
-struct ElemP<'a, V: Simd, D> {
+/// A scale per element from scale index `si`, one zero point for all (0 when
+/// `ZERO`).
+struct ElemP<V: Simd, D, const ZERO: bool> {
     scales: *const u8,
     si: usize,
-    zps: Option<&'a [i32]>,
     zv: V::Int,
     z: i64,
     _d: core::marker::PhantomData<D>,
 }
 
-impl<'a, V: Simd, D: FloatType> ElemP<'a, V, D> {
-    /// The parameters of the elements from scale index `si`: zero points `zps`
-    /// (one per element) or `zp`'s constant.
+impl<V: Simd, D: FloatType, const ZERO: bool> ElemP<V, D, ZERO> {
     #[inline(always)]
-    fn new(v: V, c: &Ctx, zp: Zp<'_>, zps: Option<&'a [i32]>, si: usize) -> Self {
-        let z = match zp {
-            Zp::Const(z) => z,
-            Zp::Each(..) => 0,
-        };
+    fn new(v: V, c: &Ctx, z: i64, si: usize) -> Self {
         ElemP {
             scales: c.scales,
             si,
-            zps,
             zv: v.splat_int(z as i32),
             z,
             _d: core::marker::PhantomData,
@@ -421,28 +434,39 @@ impl<'a, V: Simd, D: FloatType> ElemP<'a, V, D> {
     }
 }
 
-impl<V: Simd, D: FloatType> Params<V, D::Work> for ElemP<'_, V, D> {
+impl<V: Simd, D: FloatType, const ZERO: bool> Params<V, D::Work> for ElemP<V, D, ZERO> {
     #[inline(always)]
     unsafe fn vec(&self, v: V, k: usize) -> (V::Int, V::Float) {
-        // SAFETY: elements of the segment (caller), inside the widened slice.
-        unsafe {
-            let z = match self.zps {
-                Some(zs) => v.load_s32(zs.as_ptr().add(k).cast()),
-                None => self.zv,
-            };
-            (z, D::load_vec(v, self.scales, self.si + k))
-        }
+        let z = if ZERO { v.splat_int(0) } else { self.zv };
+        // SAFETY: elements of the segment (caller).
+        unsafe { (z, D::load_vec(v, self.scales, self.si + k)) }
     }
     #[inline(always)]
     unsafe fn scalar(&self, k: usize) -> (i64, D::Work) {
         // SAFETY: an element of the segment (caller).
+        unsafe { (self.z, D::load(self.scales, self.si + k)) }
+    }
+}
+
+/// A scale and a zero point per element: `zps` holds the segment's, widened.
+struct ElemZ<'a, V: Simd, D> {
+    zps: &'a [i32],
+    p: ElemP<V, D, true>,
+}
+
+impl<V: Simd, D: FloatType> Params<V, D::Work> for ElemZ<'_, V, D> {
+    #[inline(always)]
+    unsafe fn vec(&self, v: V, k: usize) -> (V::Int, V::Float) {
+        // SAFETY: elements k..k + LANES of the segment (caller), which `zps` covers.
         unsafe {
-            let z = match self.zps {
-                Some(zs) => *zs.get_unchecked(k) as i64,
-                None => self.z,
-            };
-            (z, D::load(self.scales, self.si + k))
+            let z = v.load_s32(self.zps.as_ptr().add(k).cast());
+            (z, self.p.vec(v, k).1)
         }
+    }
+    #[inline(always)]
+    unsafe fn scalar(&self, k: usize) -> (i64, D::Work) {
+        // SAFETY: an element of the segment (caller), which `zps` covers.
+        unsafe { (*self.zps.get_unchecked(k) as i64, self.p.scalar(k).1) }
     }
 }
 
@@ -571,10 +595,11 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
         for k in 0..head {
             elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s);
         }
+        // Locals: the compiler cannot tell that dst stores leave `c` alone.
+        let (src, dst) = (c.src, c.dst);
         let mut k = head;
         while k < vec_end {
-            let src = c.src.add((so + k) / 2);
-            D::lut::<V, NT>(v, t, src, c.dst.add((dof + k) * D::SIZE));
+            D::lut::<V, NT>(v, t, src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
             k += step;
         }
         for k in vec_end..n {
@@ -614,12 +639,14 @@ where
             let (z, s) = p.scalar(k);
             elem::<S, i64, D, F>(c, so + k, dof + k, z, s);
         }
+        // Locals: the compiler cannot tell that dst stores leave `c` alone.
+        let (src, dst) = (c.src, c.dst);
         let mut k = head;
         while k < vec_end {
             let (z, s) = p.vec(v, k);
-            let q = S::load_vec(v, c.src, so + k);
+            let q = S::load_vec(v, src, so + k);
             let y = F::eval(v, q, z, s);
-            D::store_vec::<V, NT>(v, c.dst, dof + k, y, F::QUIET);
+            D::store_vec::<V, NT>(v, dst, dof + k, y, F::QUIET);
             k += lanes;
         }
         for k in vec_end..n {
