@@ -64,7 +64,15 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
     if range.is_empty() {
         return;
     }
-    let mut pos = vec![Pos::default(); outer.len()];
+    // No allocation for nests of up to 8 loops.
+    let (mut small, mut big) = ([Pos::default(); 8], Vec::new());
+    let pos: &mut [Pos] = match small.get_mut(..outer.len()) {
+        Some(p) => p,
+        None => {
+            big.resize(outer.len(), Pos::default());
+            &mut big
+        }
+    };
     let (mut src, mut dst, mut scale) = (0, 0, 0);
     let mut l = range.start / inner.len;
     for (p, lp) in pos.iter_mut().zip(outer).rev() {
@@ -362,7 +370,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
 }
 
 /// Where a segment's zero points and scales come from.
-trait Params<V: Simd, W> {
+trait Params<V: Simd, W>: Copy {
     /// Zero points and scales of elements `k..k + LANES`.
     ///
     /// # Safety
@@ -376,6 +384,7 @@ trait Params<V: Simd, W> {
 }
 
 /// One zero point and scale for the whole segment.
+#[derive(Clone, Copy)]
 struct ConstP<V: Simd, W> {
     zv: V::Int,
     sv: V::Float,
@@ -420,6 +429,20 @@ struct ElemP<V: Simd, D, const ZERO: bool> {
     z: i64,
     _d: core::marker::PhantomData<D>,
 }
+
+// Copy without `D: Copy` (derive would ask for it).
+impl<V: Simd, D, const ZERO: bool> Clone for ElemP<V, D, ZERO> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V: Simd, D, const ZERO: bool> Copy for ElemP<V, D, ZERO> {}
+impl<V: Simd, D> Clone for ElemZ<'_, V, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V: Simd, D> Copy for ElemZ<'_, V, D> {}
 
 impl<V: Simd, D: FloatType, const ZERO: bool> ElemP<V, D, ZERO> {
     #[inline(always)]
@@ -474,25 +497,57 @@ const fn is_4bit(d: Option<DType>) -> bool {
     matches!(d, Some(DType::S4 | DType::U4))
 }
 
-/// Elements before a segment's first vector: an odd nibble, or (with `NT`) up to
-/// the first dst address aligned to `align` bytes. `None` when no element of the
-/// segment is both (ordinary stores must do).
+/// Splits a contiguous segment of `n` elements (src offset `so`, dst offset
+/// `dof`) into vectors of `step` elements and calls `vector(k, nt)` on each start
+/// `k` (`nt`: store non-temporally) and `scalar(k)` on elements no vector covers.
+///
+/// The first vector may be unaligned; the ones after it start at dst addresses
+/// aligned to a whole vector, and with `NT` they stream; the last one may overlap
+/// its predecessor (rewriting the same values) instead of leaving a scalar tail.
+/// Vectors of 4-bit src start at even nibbles.
 #[inline(always)]
-fn vec_head<S: IntType, D: FloatType, const NT: bool>(
+fn split_seg<S: IntType, D: FloatType, const NT: bool>(
     c: &Ctx,
-    so: usize,
-    dof: usize,
-    align: usize,
-) -> Option<usize> {
-    let odd = is_4bit(S::DTYPE) && !so.is_multiple_of(2);
-    if !NT {
-        return Some(usize::from(odd));
+    (so, dof, n): (usize, usize, usize),
+    step: usize,
+    mut vector: impl FnMut(usize, bool),
+    mut scalar: impl FnMut(usize),
+) {
+    let four = is_4bit(S::DTYPE);
+    // An odd first nibble cannot start a vector.
+    let first = usize::from(four && !so.is_multiple_of(2));
+    if n < first + step {
+        for k in 0..n {
+            scalar(k);
+        }
+        return;
     }
-    let addr = c.dst as usize + dof * D::SIZE;
-    let to_align = (align - addr % align) % align / D::SIZE;
-    let fits =
-        addr.is_multiple_of(D::SIZE) && (!is_4bit(S::DTYPE) || (so + to_align).is_multiple_of(2));
-    fits.then_some(to_align)
+    for k in 0..first {
+        scalar(k);
+    }
+    let align = step * D::SIZE;
+    let addr = c.dst as usize + (dof + first) * D::SIZE;
+    let h = (align - addr % align) % align / D::SIZE;
+    let aligned = addr.is_multiple_of(D::SIZE) && (!four || h.is_multiple_of(2));
+    let mut k = first;
+    if aligned && h != 0 {
+        vector(k, false);
+        k += h;
+    }
+    while k + step <= n {
+        vector(k, NT && aligned);
+        k += step;
+    }
+    if k < n {
+        let mut last = n - step;
+        if four && !(so + last).is_multiple_of(2) {
+            last -= 1; // > first, as so + first is even
+        }
+        vector(last, false);
+        for k in last + step..n {
+            scalar(k);
+        }
+    }
 }
 
 /// A segment with one zero point and scale: 4-bit src long enough to pay for a
@@ -579,32 +634,28 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
     D: FloatType,
     F: Formula,
 {
-    let step = D::lut_step::<V>();
-    let Some(head) = vec_head::<S, D, NT>(c, so, dof, step * D::SIZE) else {
-        // SAFETY: forwarded.
-        return unsafe { lut_seg::<V, S, D, F, false>(v, c, so, dof, n, p) };
-    };
-    let head = head.min(n);
-    let vec_end = head + (n - head) / step * step;
-    // SAFETY: every k below is < n, an element of the segment (caller); lookups
-    // cover elements k..k + step <= vec_end <= n, reading their bytes from an
-    // even nibble (so + head is even), and with NT the dst of element `head` is
-    // aligned to `step * D::SIZE`.
+    // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
+    // and lookups of `step` elements from an even nibble, their dst aligned to
+    // the vector when streaming.
     unsafe {
         let t = table::<V, S, D, F>(v, p);
-        for k in 0..head {
-            elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s);
-        }
-        // Locals: the compiler cannot tell that dst stores leave `c` alone.
         let (src, dst) = (c.src, c.dst);
-        let mut k = head;
-        while k < vec_end {
-            D::lut::<V, NT>(v, t, src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
-            k += step;
-        }
-        for k in vec_end..n {
-            elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s);
-        }
+        split_seg::<S, D, NT>(
+            c,
+            (so, dof, n),
+            D::lut_step::<V>(),
+            #[inline(always)]
+            move |k, nt| {
+                let (s, d) = (src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
+                if nt {
+                    D::lut::<V, true>(v, t, s, d)
+                } else {
+                    D::lut::<V, false>(v, t, s, d)
+                }
+            },
+            #[inline(always)]
+            move |k| elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s),
+        );
     }
 }
 
@@ -623,35 +674,95 @@ where
     F: Formula,
     P: Params<V, D::Work>,
 {
-    let lanes = V::LANES;
-    let Some(head) = vec_head::<S, D, NT>(c, so, dof, lanes * D::SIZE) else {
-        // Cannot align this segment: ordinary stores.
-        // SAFETY: forwarded.
-        return unsafe { seg::<V, S, D, F, P, false>(v, c, so, dof, n, p) };
-    };
-    let head = head.min(n);
-    let vec_end = head + (n - head) / lanes * lanes;
-    // SAFETY: every k below is < n, an element of the segment (caller); vector
-    // loads and stores cover elements k..k + lanes <= vec_end <= n, and with NT
-    // the dst address of element `head` is aligned to `lanes * D::SIZE`.
+    // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
+    // and vectors of `LANES` elements (from an even nibble for 4-bit src), their
+    // dst aligned to the vector when streaming.
     unsafe {
-        for k in 0..head {
-            let (z, s) = p.scalar(k);
-            elem::<S, i64, D, F>(c, so + k, dof + k, z, s);
-        }
-        // Locals: the compiler cannot tell that dst stores leave `c` alone.
         let (src, dst) = (c.src, c.dst);
-        let mut k = head;
-        while k < vec_end {
-            let (z, s) = p.vec(v, k);
-            let q = S::load_vec(v, src, so + k);
-            let y = F::eval(v, q, z, s);
-            D::store_vec::<V, NT>(v, dst, dof + k, y, F::QUIET);
-            k += lanes;
+        split_seg::<S, D, NT>(
+            c,
+            (so, dof, n),
+            V::LANES,
+            #[inline(always)]
+            move |k, nt| {
+                let (z, s) = p.vec(v, k);
+                let y = F::eval(v, S::load_vec(v, src, so + k), z, s);
+                if nt {
+                    D::store_vec::<V, true>(v, dst, dof + k, y, F::QUIET)
+                } else {
+                    D::store_vec::<V, false>(v, dst, dof + k, y, F::QUIET)
+                }
+            },
+            #[inline(always)]
+            move |k| {
+                let (z, s) = p.scalar(k);
+                elem::<S, i64, D, F>(c, so + k, dof + k, z, s)
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets (src, dst, scale) of logical element `l`, by full decomposition.
+    fn offsets(loops: &[Loop], mut l: usize) -> (usize, usize, usize) {
+        let mut o = (0, 0, 0);
+        for lp in loops.iter().rev() {
+            let i = l % lp.len;
+            l /= lp.len;
+            o.0 += i * lp.src_stride;
+            o.1 += i * lp.dst_stride;
+            o.2 += i / lp.group * lp.scale_stride;
         }
-        for k in vec_end..n {
-            let (z, s) = p.scalar(k);
-            elem::<S, i64, D, F>(c, so + k, dof + k, z, s);
+        o
+    }
+
+    fn nest(dims: usize, seed: u64) -> Vec<Loop> {
+        let mut x = seed;
+        let mut next = |n: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as usize % n
+        };
+        (0..dims)
+            .map(|_| {
+                let len = 1 + next(4);
+                Loop {
+                    len,
+                    src_stride: next(50),
+                    dst_stride: next(50),
+                    group: 1 + next(len + 1),
+                    scale_stride: next(7),
+                }
+            })
+            .collect()
+    }
+
+    /// Every element of every range, in order, at the offsets a full
+    /// decomposition gives; nests of up to 8 outer loops and beyond.
+    #[test]
+    fn walk_visits_each_element_at_its_offsets() {
+        for (dims, seed) in [(1, 1), (2, 2), (3, 3), (9, 4), (10, 5), (12, 6)] {
+            let loops = nest(dims, seed);
+            let numel: usize = loops.iter().map(|l| l.len).product();
+            let inner = *loops.last().unwrap();
+            for (a, b) in [(0, numel), (1, numel), (numel / 3, numel / 2 + 1), (0, 0)] {
+                let mut seen = Vec::new();
+                walk(&loops, a..b, |r| {
+                    for i in r.i0..r.i1 {
+                        seen.push((
+                            r.src + i * inner.src_stride,
+                            r.dst + i * inner.dst_stride,
+                            r.scale + i / inner.group * inner.scale_stride,
+                        ));
+                    }
+                });
+                let want: Vec<_> = (a..b).map(|l| offsets(&loops, l)).collect();
+                assert_eq!(seen, want, "{dims} loops, range {a}..{b}");
+            }
         }
     }
 }
