@@ -588,6 +588,9 @@ fn large_outputs_take_the_streaming_path() {
             DType::BF16,
             Gran::Group(vec![1, 128]),
         ),
+        (DType::S4, None, DType::F16, Gran::Tensor),
+        (DType::U8, Some(DType::S8), DType::F32, Gran::Channel(1)),
+        (DType::S8, Some(DType::U4), DType::BF16, Gran::Group(vec![1, 33])),
     ];
     for (s, z, d, gran) in big {
         let cols = 4099;

@@ -173,6 +173,15 @@ pub unsafe trait Simd: Lanes {
     /// Orders earlier non-temporal stores before later stores.
     fn fence(self);
 
+    /// Copies `n` bytes from `src` to `dst`: whole 64-byte aligned lines of dst
+    /// with non-temporal stores, the partial lines at either end with ordinary
+    /// ones.
+    ///
+    /// # Safety
+    /// `src` is valid for reading and `dst` for writing `n` bytes; they do not
+    /// overlap.
+    unsafe fn stream_copy(self, dst: *mut u8, src: *const u8, n: usize);
+
     /// A 16-entry table of 4-byte values, held in registers.
     type Tab32: Copy;
     /// A 16-entry table of 2-byte values, held in registers.

@@ -273,6 +273,17 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm_sfence() }
     }
 
+    #[inline(always)]
+    unsafe fn stream_copy(self, dst: *mut u8, src: *const u8, n: usize) {
+        // SAFETY: as the caller promised; the body's stores are 32-byte aligned.
+        unsafe {
+            stream_lines(dst, src, n, |d, s| {
+                _mm256_stream_si256(d.cast(), _mm256_loadu_si256(s.cast()));
+                _mm256_stream_si256(d.add(32).cast(), _mm256_loadu_si256(s.add(32).cast()));
+            })
+        }
+    }
+
     type Tab32 = (__m256, __m256);
     type Tab16 = (__m128i, __m128i);
 
@@ -317,6 +328,28 @@ unsafe impl Simd for Avx2 {
             let y = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
             store256::<NT>(dst, y)
         }
+    }
+}
+
+/// Copies `n` bytes: ordinary copies up to the first 64-byte aligned dst address
+/// and after the last, `line(d, s)` for each whole line between.
+///
+/// # Safety
+/// `src` is valid for reading and `dst` for writing `n` bytes, not overlapping;
+/// `line` copies the 64 bytes it is given.
+#[inline(always)]
+unsafe fn stream_lines(dst: *mut u8, src: *const u8, n: usize, line: impl Fn(*mut u8, *const u8)) {
+    let head = dst.align_offset(64).min(n);
+    let lines = (n - head) / 64;
+    // SAFETY: every offset below is < n (caller's buffers).
+    unsafe {
+        core::ptr::copy_nonoverlapping(src, dst, head);
+        for l in 0..lines {
+            let o = head + 64 * l;
+            line(dst.add(o), src.add(o));
+        }
+        let done = head + 64 * lines;
+        core::ptr::copy_nonoverlapping(src.add(done), dst.add(done), n - done);
     }
 }
 
@@ -548,6 +581,16 @@ unsafe impl Simd for Avx512 {
     fn fence(self) {
         // SAFETY: SSE present on every x86-64.
         unsafe { _mm_sfence() }
+    }
+
+    #[inline(always)]
+    unsafe fn stream_copy(self, dst: *mut u8, src: *const u8, n: usize) {
+        // SAFETY: as the caller promised; the body's stores are 64-byte aligned.
+        unsafe {
+            stream_lines(dst, src, n, |d, s| {
+                _mm512_stream_si512(d.cast(), _mm512_loadu_si512(s.cast()))
+            })
+        }
     }
 
     type Tab32 = __m512;

@@ -164,7 +164,7 @@ where
         unsafe {
             let s = D::load(c.scales, si);
             let so = r.src + i * inner.src_stride;
-            elem::<S, E, D, F>(c, so, r.dst + i * inner.dst_stride, zp(zi), s);
+            elem::<S, E, D, F>(c, so, c.dst, r.dst + i * inner.dst_stride, zp(zi), s);
         }
     }
 }
@@ -172,11 +172,13 @@ where
 /// One element, scalar and exact (`E` wide enough for `q - z`).
 ///
 /// # Safety
-/// `so` and `dof` are in-view offsets of an element of this call's range.
+/// `so` is the in-view src offset of an element of this call's range, `dst`
+/// plus `dof` elements where its result goes (in view, or a tile).
 #[inline(always)]
 unsafe fn elem<S: IntType, E: ExactInt, D: FloatType, F: Formula>(
     c: &Ctx,
     so: usize,
+    dst: *mut u8,
     dof: usize,
     z: i64,
     s: D::Work,
@@ -186,7 +188,7 @@ unsafe fn elem<S: IntType, E: ExactInt, D: FloatType, F: Formula>(
     unsafe {
         let q = S::load(c.src, so);
         let y = F::eval(l, E::from_i64(q), E::from_i64(z), s);
-        D::store(c.dst, dof, y);
+        D::store(dst, dof, y);
     }
 }
 
@@ -296,7 +298,7 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
             plan.loops(),
             range,
             #[inline(always)]
-            |r| unsafe { vec_row::<V, S, D, F, true>(v, &mut vc, &inner, r) },
+            |r| unsafe { stream_row::<V, S, D, F>(v, &mut vc, &inner, r) },
         );
         v.fence();
     } else {
@@ -304,8 +306,60 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
             plan.loops(),
             range,
             #[inline(always)]
-            |r| unsafe { vec_row::<V, S, D, F, false>(v, &mut vc, &inner, r) },
+            |r| unsafe {
+                let out = (vc.c.dst, r.dst + r.i0);
+                vec_row::<V, S, D, F, false>(v, &mut vc, &inner, r, out)
+            },
         );
+    }
+}
+
+/// Bytes of the tile a streamed run is computed in (stays in L1).
+const TILE: usize = 4096;
+
+/// One innermost run of a large output: computed a tile at a time in L1, each
+/// tile streamed to dst with non-temporal stores. Tiles end at 64-byte aligned
+/// dst addresses, so no cache line gets both kinds of store.
+///
+/// # Safety
+/// As [`vec_row`].
+#[inline(always)]
+unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
+    v: V,
+    vc: &mut VecCtx<'_>,
+    inner: &Loop,
+    r: Row,
+) {
+    let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
+    if inner.src_stride != 1 || inner.dst_stride != 1 {
+        // SAFETY: forwarded (the strided arm writes dst directly).
+        return unsafe { vec_row::<V, S, D, F, false>(v, vc, inner, r, (vc.c.dst, 0)) };
+    }
+    #[repr(C, align(64))]
+    struct Tile([u8; TILE]);
+    let mut tile = core::mem::MaybeUninit::<Tile>::uninit();
+    let buf = tile.as_mut_ptr().cast::<u8>();
+    let mut i = r.i0;
+    while i < r.i1 {
+        // Up to TILE bytes, ending at an aligned address when that leaves some.
+        let start = row as usize + i * D::SIZE;
+        let lim = (start + TILE) & !63;
+        let end = match (lim.saturating_sub(row as usize) / D::SIZE).min(r.i1) {
+            e if e > i => e,
+            _ => (i + TILE / D::SIZE).min(r.i1),
+        };
+        // SAFETY: elements i..end of the run go to the tile (at most TILE bytes),
+        // then to their dst bytes, which are in view and this call's own.
+        unsafe {
+            let part = Row {
+                i0: i,
+                i1: end,
+                ..r
+            };
+            vec_row::<V, S, D, F, false>(v, vc, inner, part, (buf, 0));
+            v.stream_copy(row.add(i * D::SIZE), buf, (end - i) * D::SIZE);
+        }
+        i = end;
     }
 }
 
@@ -319,6 +373,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
     vc: &mut VecCtx<'_>,
     inner: &Loop,
     r: Row,
+    (out, out0): (*mut u8, usize),
 ) {
     let c = &vc.c;
     if inner.src_stride != 1 || inner.dst_stride != 1 {
@@ -327,24 +382,25 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
         return unsafe { exact_row::<S, i64, D, F>(c, inner, r, |zi| vc.zp.at(zi)) };
     }
     let g = inner.group;
-    // SAFETY (all arms): the segments cover exactly the run's elements.
+    // SAFETY (all arms): the segments cover exactly the run's elements, their
+    // results going to `out` (caller).
     unsafe {
         if g >= inner.len {
             // (a) one scale for the whole contiguous run.
             let p = const_p::<V, D>(v, vc, r.scale);
-            const_seg::<V, S, D, F, NT>(v, c, r.src + r.i0, r.dst + r.i0, r.i1 - r.i0, &p);
+            const_seg::<V, S, D, F, NT>(v, c, r.src + r.i0, (out, out0), r.i1 - r.i0, &p);
         } else if g == 1 && inner.scale_stride == 1 {
             // (b) a scale per element.
-            let (so, dof, si, n) = (r.src + r.i0, r.dst + r.i0, r.scale + r.i0, r.i1 - r.i0);
+            let (so, dof, si, n) = (r.src + r.i0, out0, r.scale + r.i0, r.i1 - r.i0);
             match vc.zp {
                 Zp::Const(0) => {
                     // Symmetric: a zero the compiler sees (no subtraction).
                     let p = ElemP::<V, D, true>::new(v, c, 0, si);
-                    seg::<V, S, D, F, _, NT>(v, c, so, dof, n, &p);
+                    seg::<V, S, D, F, _, NT>(v, c, so, (out, dof), n, &p);
                 }
                 Zp::Const(z) => {
                     let p = ElemP::<V, D, false>::new(v, c, z, si);
-                    seg::<V, S, D, F, _, NT>(v, c, so, dof, n, &p);
+                    seg::<V, S, D, F, _, NT>(v, c, so, (out, dof), n, &p);
                 }
                 Zp::Each(..) => {
                     let zps = vc.widened.slice(vc.zp, si, n);
@@ -352,7 +408,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
                         zps,
                         p: ElemP::new(v, c, 0, si),
                     };
-                    seg::<V, S, D, F, _, NT>(v, c, so, dof, n, &p);
+                    seg::<V, S, D, F, _, NT>(v, c, so, (out, dof), n, &p);
                 }
             }
         } else {
@@ -361,7 +417,8 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
             while i < r.i1 {
                 let end = r.i1.min((j + 1) * g);
                 let p = const_p::<V, D>(v, vc, r.scale + j * inner.scale_stride);
-                const_seg::<V, S, D, F, NT>(v, c, r.src + i, r.dst + i, end - i, &p);
+                let dof = out0 + (i - r.i0);
+                const_seg::<V, S, D, F, NT>(v, c, r.src + i, (out, dof), end - i, &p);
                 i = end;
                 j += 1;
             }
@@ -497,8 +554,8 @@ const fn is_4bit(d: Option<DType>) -> bool {
     matches!(d, Some(DType::S4 | DType::U4))
 }
 
-/// Splits a contiguous segment of `n` elements (src offset `so`, dst offset
-/// `dof`) into vectors of `step` elements and calls `vector(k, nt)` on each start
+/// Splits a contiguous segment of `n` elements (src offset `so`, results at
+/// `dst` plus `dof` elements) into vectors of `step` elements and calls `vector(k, nt)` on each start
 /// `k` (`nt`: store non-temporally) and `scalar(k)` on elements no vector covers.
 ///
 /// The first vector may be unaligned; the ones after it start at dst addresses
@@ -507,8 +564,7 @@ const fn is_4bit(d: Option<DType>) -> bool {
 /// Vectors of 4-bit src start at even nibbles.
 #[inline(always)]
 fn split_seg<S: IntType, D: FloatType, const NT: bool>(
-    c: &Ctx,
-    (so, dof, n): (usize, usize, usize),
+    (so, dst, dof, n): (usize, *mut u8, usize, usize),
     step: usize,
     mut vector: impl FnMut(usize, bool),
     mut scalar: impl FnMut(usize),
@@ -526,7 +582,7 @@ fn split_seg<S: IntType, D: FloatType, const NT: bool>(
         scalar(k);
     }
     let align = step * D::SIZE;
-    let addr = c.dst as usize + (dof + first) * D::SIZE;
+    let addr = dst as usize + (dof + first) * D::SIZE;
     let h = (align - addr % align) % align / D::SIZE;
     let aligned = addr.is_multiple_of(D::SIZE) && (!four || h.is_multiple_of(2));
     let mut k = first;
@@ -560,7 +616,7 @@ unsafe fn const_seg<V, S, D, F, const NT: bool>(
     v: V,
     c: &Ctx,
     so: usize,
-    dof: usize,
+    out: (*mut u8, usize),
     n: usize,
     p: &ConstP<V, D::Work>,
 ) where
@@ -572,9 +628,9 @@ unsafe fn const_seg<V, S, D, F, const NT: bool>(
     // SAFETY: forwarded.
     unsafe {
         if is_4bit(S::DTYPE) && n >= LUT_MIN {
-            lut_seg::<V, S, D, F, NT>(v, c, so, dof, n, p)
+            lut_seg::<V, S, D, F, NT>(v, c, so, out, n, p)
         } else {
-            seg::<V, S, D, F, _, NT>(v, c, so, dof, n, p)
+            seg::<V, S, D, F, _, NT>(v, c, so, out, n, p)
         }
     }
 }
@@ -625,7 +681,7 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
     v: V,
     c: &Ctx,
     so: usize,
-    dof: usize,
+    (dst, dof): (*mut u8, usize),
     n: usize,
     p: &ConstP<V, D::Work>,
 ) where
@@ -639,10 +695,9 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
     // the vector when streaming.
     unsafe {
         let t = table::<V, S, D, F>(v, p);
-        let (src, dst) = (c.src, c.dst);
+        let src = c.src;
         split_seg::<S, D, NT>(
-            c,
-            (so, dof, n),
+            (so, dst, dof, n),
             D::lut_step::<V>(),
             #[inline(always)]
             move |k, nt| {
@@ -654,7 +709,7 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
                 }
             },
             #[inline(always)]
-            move |k| elem::<S, i64, D, F>(c, so + k, dof + k, p.z, p.s),
+            move |k| elem::<S, i64, D, F>(c, so + k, dst, dof + k, p.z, p.s),
         );
     }
 }
@@ -666,8 +721,14 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
 /// # Safety
 /// The segment's elements are in view and in the job's range; `p` describes them.
 #[inline(always)]
-unsafe fn seg<V, S, D, F, P, const NT: bool>(v: V, c: &Ctx, so: usize, dof: usize, n: usize, p: &P)
-where
+unsafe fn seg<V, S, D, F, P, const NT: bool>(
+    v: V,
+    c: &Ctx,
+    so: usize,
+    (dst, dof): (*mut u8, usize),
+    n: usize,
+    p: &P,
+) where
     V: Simd,
     S: IntType,
     D: FloatType,
@@ -678,10 +739,9 @@ where
     // and vectors of `LANES` elements (from an even nibble for 4-bit src), their
     // dst aligned to the vector when streaming.
     unsafe {
-        let (src, dst) = (c.src, c.dst);
+        let src = c.src;
         split_seg::<S, D, NT>(
-            c,
-            (so, dof, n),
+            (so, dst, dof, n),
             V::LANES,
             #[inline(always)]
             move |k, nt| {
@@ -696,7 +756,7 @@ where
             #[inline(always)]
             move |k| {
                 let (z, s) = p.scalar(k);
-                elem::<S, i64, D, F>(c, so + k, dof + k, z, s)
+                elem::<S, i64, D, F>(c, so + k, dst, dof + k, z, s)
             },
         );
     }
