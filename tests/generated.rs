@@ -573,8 +573,9 @@ fn four_bit_constant_runs_by_table() {
     }
 }
 
-/// Large outputs: bigger than half the last-level cache, so the non-temporal path
-/// runs (alignment heads and tails, random ranges starting anywhere).
+/// Large outputs: bigger than half the last-level cache, with streaming on (the
+/// tile-and-stream path: tiles ending mid-run, unaligned row starts, random ranges
+/// starting anywhere) and off.
 #[test]
 fn large_outputs_take_the_streaming_path() {
     let ks = kernels();
@@ -590,22 +591,31 @@ fn large_outputs_take_the_streaming_path() {
         ),
         (DType::S4, None, DType::F16, Gran::Tensor),
         (DType::U8, Some(DType::S8), DType::F32, Gran::Channel(1)),
-        (DType::S8, Some(DType::U4), DType::BF16, Gran::Group(vec![1, 33])),
+        (
+            DType::S8,
+            Some(DType::U4),
+            DType::BF16,
+            Gran::Group(vec![1, 33]),
+        ),
     ];
-    for (s, z, d, gran) in big {
-        let cols = 4099;
-        let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
-        Case {
-            form: OpForm::Dynamic,
-            key: (s, z, d),
-            shape: vec![rows, cols],
-            gran,
-            src_t: false,
-            dst_t: false,
-            broadcast_zp: false,
-            extreme: false,
+    for streaming in [true, false] {
+        dq::arch::set_streaming(streaming);
+        assert_eq!(dq::arch::streaming(), streaming);
+        for (s, z, d, gran) in big {
+            let cols = 4099;
+            let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
+            Case {
+                form: OpForm::Dynamic,
+                key: (s, z, d),
+                shape: vec![rows, cols],
+                gran,
+                src_t: false,
+                dst_t: false,
+                broadcast_zp: false,
+                extreme: false,
+            }
+            .run(&mut rng, &ks);
         }
-        .run(&mut rng, &ks);
     }
 }
 

@@ -88,6 +88,36 @@ fn detect() -> Isa {
     Isa::Portable
 }
 
+/// True when outputs bigger than half the last-level cache are written with
+/// non-temporal stores (`DQ_STREAM=1`, read once; default off).
+///
+/// Off by default because on the machine dq is tuned on (a 2-vCPU Sapphire Rapids
+/// VM) one thread's non-temporal stores reach less bandwidth than ordinary
+/// stores with their line reads: 16M s8 -> f32 per channel took 15.5 ms
+/// streamed and 11.4 ms with ordinary stores (BENCHMARKS.md). Turn it on where
+/// measurements favour it.
+pub fn streaming() -> bool {
+    match STREAM.load(Ordering::Relaxed) {
+        0 => false,
+        1 => true,
+        _ => {
+            let on = std::env::var("DQ_STREAM").is_ok_and(|v| matches!(v.as_str(), "1" | "on"));
+            // A racing `set_streaming` wins.
+            let _ = STREAM.compare_exchange(2, u8::from(on), Ordering::Relaxed, Ordering::Relaxed);
+            STREAM.load(Ordering::Relaxed) == 1
+        }
+    }
+}
+
+/// Turns streaming of large outputs on or off for the whole process (overrides
+/// `DQ_STREAM`). Results are the same bits either way.
+pub fn set_streaming(on: bool) {
+    STREAM.store(u8::from(on), Ordering::Relaxed);
+}
+
+/// 0 off, 1 on, 2 not read yet.
+static STREAM: AtomicU8 = AtomicU8::new(2);
+
 /// Size of the last-level cache in bytes (32 MiB when it cannot be read).
 pub fn llc_bytes() -> usize {
     static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

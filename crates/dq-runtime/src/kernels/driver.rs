@@ -287,9 +287,10 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
         zp: Zp::new(job),
         widened: Widened::default(),
     };
-    // Outputs bigger than (half) the last-level cache bypass it: ordinary stores
-    // would read every dst line first, and the data would not be reused.
-    let streaming = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
+    // With streaming on, outputs bigger than (half) the last-level cache bypass
+    // it: ordinary stores read every dst line first, and the data is not reused.
+    let big = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
+    let streaming = big && arch::streaming();
     // The closures must inline into the caller's `#[target_feature]` function, or
     // every intrinsic becomes a call.
     // SAFETY (both walks): rows of the plan's loop nest inside `range` (see run_exact).
