@@ -601,7 +601,7 @@ fn large_outputs_take_the_streaming_path() {
     for streaming in [true, false] {
         dq::arch::set_streaming(streaming);
         assert_eq!(dq::arch::streaming(), streaming);
-        for (s, z, d, gran) in big {
+        for (s, z, d, gran) in big.clone() {
             let cols = 4099;
             let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
             Case {
