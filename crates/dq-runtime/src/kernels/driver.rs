@@ -309,7 +309,7 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
             #[inline(always)]
             |r| unsafe {
                 let out = (vc.c.dst, r.dst + r.i0);
-                vec_row::<V, S, D, F, false>(v, &mut vc, &inner, r, out)
+                vec_row::<V, S, D, F>(v, &mut vc, &inner, r, out)
             },
         );
     }
@@ -334,7 +334,7 @@ unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
     let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
     if inner.src_stride != 1 || inner.dst_stride != 1 {
         // SAFETY: forwarded (the strided arm writes dst directly).
-        return unsafe { vec_row::<V, S, D, F, false>(v, vc, inner, r, (vc.c.dst, 0)) };
+        return unsafe { vec_row::<V, S, D, F>(v, vc, inner, r, (vc.c.dst, 0)) };
     }
     #[repr(C, align(64))]
     struct Tile([u8; TILE]);
@@ -357,7 +357,7 @@ unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
                 i1: end,
                 ..r
             };
-            vec_row::<V, S, D, F, false>(v, vc, inner, part, (buf, 0));
+            vec_row::<V, S, D, F>(v, vc, inner, part, (buf, 0));
             v.stream_copy(row.add(i * D::SIZE), buf, (end - i) * D::SIZE);
         }
         i = end;
@@ -369,7 +369,7 @@ unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
 /// # Safety
 /// `r` is a run of the plan's loop nest inside the job's range.
 #[inline(always)]
-unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>(
+unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
     v: V,
     vc: &mut VecCtx<'_>,
     inner: &Loop,
@@ -389,7 +389,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
         if g >= inner.len {
             // (a) one scale for the whole contiguous run.
             let p = const_p::<V, D>(v, vc, r.scale);
-            const_seg::<V, S, D, F, NT>(v, c, r.src + r.i0, (out, out0), r.i1 - r.i0, &p);
+            const_seg::<V, S, D, F>(v, c, r.src + r.i0, (out, out0), r.i1 - r.i0, &p);
         } else if g == 1 && inner.scale_stride == 1 {
             // (b) a scale per element.
             let (so, dof, si, n) = (r.src + r.i0, out0, r.scale + r.i0, r.i1 - r.i0);
@@ -397,11 +397,11 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
                 Zp::Const(0) => {
                     // Symmetric: a zero the compiler sees (no subtraction).
                     let p = ElemP::<V, D, true>::new(v, c, 0, si);
-                    seg::<V, S, D, F, _, NT>(v, c, so, (out, dof), n, &p);
+                    seg::<V, S, D, F, _>(v, c, so, (out, dof), n, &p);
                 }
                 Zp::Const(z) => {
                     let p = ElemP::<V, D, false>::new(v, c, z, si);
-                    seg::<V, S, D, F, _, NT>(v, c, so, (out, dof), n, &p);
+                    seg::<V, S, D, F, _>(v, c, so, (out, dof), n, &p);
                 }
                 Zp::Each(..) => {
                     let zps = vc.widened.slice(vc.zp, si, n);
@@ -409,7 +409,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
                         zps,
                         p: ElemP::new(v, c, 0, si),
                     };
-                    seg::<V, S, D, F, _, NT>(v, c, so, (out, dof), n, &p);
+                    seg::<V, S, D, F, _>(v, c, so, (out, dof), n, &p);
                 }
             }
         } else {
@@ -419,7 +419,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const NT: bool>
                 let end = r.i1.min((j + 1) * g);
                 let p = const_p::<V, D>(v, vc, r.scale + j * inner.scale_stride);
                 let dof = out0 + (i - r.i0);
-                const_seg::<V, S, D, F, NT>(v, c, r.src + i, (out, dof), end - i, &p);
+                const_seg::<V, S, D, F>(v, c, r.src + i, (out, dof), end - i, &p);
                 i = end;
                 j += 1;
             }
@@ -556,18 +556,18 @@ const fn is_4bit(d: Option<DType>) -> bool {
 }
 
 /// Splits a contiguous segment of `n` elements (src offset `so`, results at
-/// `dst` plus `dof` elements) into vectors of `step` elements and calls `vector(k, nt)` on each start
-/// `k` (`nt`: store non-temporally) and `scalar(k)` on elements no vector covers.
+/// `dst` plus `dof` elements) into vectors of `step` elements: calls `vector(k)`
+/// on each start `k` and `scalar(k)` on elements no vector covers.
 ///
 /// The first vector may be unaligned; the ones after it start at dst addresses
-/// aligned to a whole vector, and with `NT` they stream; the last one may overlap
-/// its predecessor (rewriting the same values) instead of leaving a scalar tail.
-/// Vectors of 4-bit src start at even nibbles.
+/// aligned to a whole vector (no store splits a cache line); the last one may
+/// overlap its predecessor (rewriting the same values) instead of leaving a
+/// scalar tail. Vectors of 4-bit src start at even nibbles.
 #[inline(always)]
-fn split_seg<S: IntType, D: FloatType, const NT: bool>(
+fn split_seg<S: IntType, D: FloatType>(
     (so, dst, dof, n): (usize, *mut u8, usize, usize),
     step: usize,
-    mut vector: impl FnMut(usize, bool),
+    mut vector: impl FnMut(usize),
     mut scalar: impl FnMut(usize),
 ) {
     let four = is_4bit(S::DTYPE);
@@ -588,11 +588,11 @@ fn split_seg<S: IntType, D: FloatType, const NT: bool>(
     let aligned = addr.is_multiple_of(D::SIZE) && (!four || h.is_multiple_of(2));
     let mut k = first;
     if aligned && h != 0 {
-        vector(k, false);
+        vector(k);
         k += h;
     }
     while k + step <= n {
-        vector(k, NT && aligned);
+        vector(k);
         k += step;
     }
     if k < n {
@@ -600,7 +600,7 @@ fn split_seg<S: IntType, D: FloatType, const NT: bool>(
         if four && !(so + last).is_multiple_of(2) {
             last -= 1; // > first, as so + first is even
         }
-        vector(last, false);
+        vector(last);
         for k in last + step..n {
             scalar(k);
         }
@@ -613,7 +613,7 @@ fn split_seg<S: IntType, D: FloatType, const NT: bool>(
 /// # Safety
 /// As [`seg`].
 #[inline(always)]
-unsafe fn const_seg<V, S, D, F, const NT: bool>(
+unsafe fn const_seg<V, S, D, F>(
     v: V,
     c: &Ctx,
     so: usize,
@@ -629,9 +629,9 @@ unsafe fn const_seg<V, S, D, F, const NT: bool>(
     // SAFETY: forwarded.
     unsafe {
         if is_4bit(S::DTYPE) && n >= LUT_MIN {
-            lut_seg::<V, S, D, F, NT>(v, c, so, out, n, p)
+            lut_seg::<V, S, D, F>(v, c, so, out, n, p)
         } else {
-            seg::<V, S, D, F, _, NT>(v, c, so, out, n, p)
+            seg::<V, S, D, F, _>(v, c, so, out, n, p)
         }
     }
 }
@@ -678,7 +678,7 @@ where
 /// # Safety
 /// As [`seg`]; `S` is 4-bit.
 #[inline(always)]
-unsafe fn lut_seg<V, S, D, F, const NT: bool>(
+unsafe fn lut_seg<V, S, D, F>(
     v: V,
     c: &Ctx,
     so: usize,
@@ -692,22 +692,17 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
     F: Formula,
 {
     // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
-    // and lookups of `step` elements from an even nibble, their dst aligned to
-    // the vector when streaming.
+    // and lookups of `step` elements from an even nibble.
     unsafe {
         let t = table::<V, S, D, F>(v, p);
         let src = c.src;
-        split_seg::<S, D, NT>(
+        split_seg::<S, D>(
             (so, dst, dof, n),
             D::lut_step::<V>(),
             #[inline(always)]
-            move |k, nt| {
+            move |k| {
                 let (s, d) = (src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
-                if nt {
-                    D::lut::<V, true>(v, t, s, d)
-                } else {
-                    D::lut::<V, false>(v, t, s, d)
-                }
+                D::lut::<V, false>(v, t, s, d)
             },
             #[inline(always)]
             move |k| elem::<S, i64, D, F>(c, so + k, dst, dof + k, p.z, p.s),
@@ -722,7 +717,7 @@ unsafe fn lut_seg<V, S, D, F, const NT: bool>(
 /// # Safety
 /// The segment's elements are in view and in the job's range; `p` describes them.
 #[inline(always)]
-unsafe fn seg<V, S, D, F, P, const NT: bool>(
+unsafe fn seg<V, S, D, F, P>(
     v: V,
     c: &Ctx,
     so: usize,
@@ -737,22 +732,17 @@ unsafe fn seg<V, S, D, F, P, const NT: bool>(
     P: Params<V, D::Work>,
 {
     // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
-    // and vectors of `LANES` elements (from an even nibble for 4-bit src), their
-    // dst aligned to the vector when streaming.
+    // and vectors of `LANES` elements (from an even nibble for 4-bit src).
     unsafe {
         let src = c.src;
-        split_seg::<S, D, NT>(
+        split_seg::<S, D>(
             (so, dst, dof, n),
             V::LANES,
             #[inline(always)]
-            move |k, nt| {
+            move |k| {
                 let (z, s) = p.vec(v, k);
                 let y = F::eval(v, S::load_vec(v, src, so + k), z, s);
-                if nt {
-                    D::store_vec::<V, true>(v, dst, dof + k, y, F::QUIET)
-                } else {
-                    D::store_vec::<V, false>(v, dst, dof + k, y, F::QUIET)
-                }
+                D::store_vec::<V, false>(v, dst, dof + k, y, F::QUIET)
             },
             #[inline(always)]
             move |k| {
