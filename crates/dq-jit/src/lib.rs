@@ -42,8 +42,9 @@ pub use spec::Spec;
 pub const DEFAULT_CAPACITY: usize = 256;
 
 /// Ranges writing at least this many dst bytes stream their output with
-/// non-temporal stores (dense dst only).
-pub const STREAM_MIN_BYTES: usize = 1 << 20;
+/// non-temporal stores, when the plan's whole output is larger than half the
+/// last-level cache (as the generated backend decides) and dst is dense.
+pub const STREAM_MIN_BYTES: usize = 1 << 16;
 
 /// Work (elements) above which a one-off compile is worth it next to the compiled-in
 /// generated kernels: about 16 ms of work at 10 GB/s, against a compile well under 1 ms.
@@ -219,6 +220,14 @@ impl CompiledKernel {
         self.run_with(job, range, true)
     }
 
+    /// True when running `len` elements of `plan` streams the output (non-temporal
+    /// stores through a per-thread block buffer) rather than storing it directly.
+    pub fn streams(&self, plan: &Plan, len: usize) -> bool {
+        let w = self.spec.dst_bytes();
+        let big = plan.numel().saturating_mul(w) > dq_runtime::arch::llc_bytes() / 2;
+        big && len.saturating_mul(w) >= STREAM_MIN_BYTES && self.spec.dst_dense()
+    }
+
     fn run_with(&self, job: &Job<'_>, range: Range<usize>, stream: bool) -> Result<()> {
         let plan = job.plan();
         if !self.spec.matches(&self.spec.formula, plan) {
@@ -234,8 +243,7 @@ impl CompiledKernel {
         if range.is_empty() {
             return Ok(());
         }
-        let w = self.spec.dst_bytes();
-        if stream && range.len() * w >= STREAM_MIN_BYTES && self.spec.dst_dense() {
+        if stream && self.streams(plan, range.len()) {
             self.run_streaming(job, range);
         } else {
             // SAFETY: the plan matches the compiled spec and `bind` validated every
