@@ -375,7 +375,9 @@ fn every_length_up_to_130_and_group_remainders() {
 
 #[test]
 fn large_shapes_match_reference() {
-    let jit = dq_jit::standard();
+    // A JIT of its own with streaming on, so the block copy path runs here.
+    let jit = &Jit::new(&STANDARD, 4);
+    jit.set_streaming(true);
     let reference = Reference::default();
     // Outputs over half the last-level cache take the streaming path; odd row
     // counts leave a partial last block.

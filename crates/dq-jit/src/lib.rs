@@ -41,6 +41,12 @@ pub use spec::Spec;
 /// Kernels a JIT keeps before evicting the least recently used one.
 pub const DEFAULT_CAPACITY: usize = 256;
 
+/// Whether a new [`Jit`] streams large outputs. Off: on the reference machine
+/// (a KVM guest) ordinary stores, read-for-ownership included, measured 1.3-1.7x
+/// faster than non-temporal ones, for the JIT's block copy and the generated
+/// backend's direct streaming stores alike (see `benches/jit.rs`, `jit_stream`).
+pub const STREAM_BY_DEFAULT: bool = false;
+
 /// Ranges writing at least this many dst bytes stream their output with
 /// non-temporal stores, when the plan's whole output is larger than half the
 /// last-level cache (as the generated backend decides) and dst is dense.
@@ -72,7 +78,7 @@ impl Jit {
         Jit {
             formula,
             cache: cache::Cache::new(capacity, cfg!(debug_assertions)),
-            stream: AtomicBool::new(true),
+            stream: AtomicBool::new(STREAM_BY_DEFAULT),
         }
     }
 
@@ -111,7 +117,8 @@ impl Jit {
         self.cache.clear();
     }
 
-    /// Turns non-temporal streaming of large dense outputs on or off (default on).
+    /// Turns non-temporal streaming of large dense outputs on or off (default
+    /// [`STREAM_BY_DEFAULT`]).
     pub fn set_streaming(&self, on: bool) {
         self.stream.store(on, Relaxed);
     }
@@ -217,7 +224,7 @@ impl CompiledKernel {
     /// [`Error::BackendUnavailable`] when `job`'s plan is not the one compiled, or
     /// [`Error::BadRange`] when `range` is outside the plan.
     pub fn run(&self, job: &Job<'_>, range: Range<usize>) -> Result<()> {
-        self.run_with(job, range, true)
+        self.run_with(job, range, STREAM_BY_DEFAULT)
     }
 
     /// True when running `len` elements of `plan` streams the output (non-temporal

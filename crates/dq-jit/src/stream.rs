@@ -11,6 +11,10 @@ pub const BLOCK_BYTES: usize = 16 * 1024;
 #[repr(C, align(64))]
 pub struct Block(pub [u8; BLOCK_BYTES]);
 
+/// A block copy: `(dst, src)`, with [`copy_nt`]'s contract.
+#[cfg(any(target_arch = "x86_64", test))]
+type CopyFn = unsafe fn(*mut u8, &[u8]);
+
 /// Copies `src` to `dst` with non-temporal stores for the aligned middle.
 ///
 /// # Safety
@@ -19,8 +23,7 @@ pub unsafe fn copy_nt(dst: *mut u8, src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::sync::OnceLock;
-        type Copy = unsafe fn(*mut u8, &[u8]);
-        static PICK: OnceLock<Copy> = OnceLock::new();
+        static PICK: OnceLock<CopyFn> = OnceLock::new();
         let f = PICK.get_or_init(|| {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 x86::copy_avx512
@@ -132,12 +135,12 @@ mod tests {
     fn copies_exactly_at_any_alignment() {
         let src: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
         #[cfg(target_arch = "x86_64")]
-        let mut copies: Vec<(&str, unsafe fn(*mut u8, &[u8]))> = vec![("sse2", x86::copy_sse2)];
+        let mut copies: Vec<(&str, CopyFn)> = vec![("sse2", x86::copy_sse2)];
         #[cfg(target_arch = "x86_64")]
         for (name, f, ok) in [
             (
                 "avx",
-                x86::copy_avx as unsafe fn(*mut u8, &[u8]),
+                x86::copy_avx as CopyFn,
                 std::arch::is_x86_feature_detected!("avx"),
             ),
             (
@@ -153,7 +156,7 @@ mod tests {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let copies: Vec<(&str, unsafe fn(*mut u8, &[u8]))> = vec![("dispatch", copy_nt)];
+        let copies: Vec<(&str, CopyFn)> = vec![("dispatch", copy_nt)];
         for (name, f) in copies {
             for off in 0..70 {
                 for len in [0, 1, 15, 63, 64, 65, 200, 900] {
