@@ -375,18 +375,29 @@ fn every_length_up_to_130_and_group_remainders() {
 
 #[test]
 fn large_shapes_match_reference() {
-    let jit = dq_jit::standard();
+    // A JIT of its own with streaming on, so the block copy path runs here.
+    let jit = &Jit::new(&STANDARD, 4);
+    jit.set_streaming(true);
     let reference = Reference::default();
-    // Big enough to take the streaming path (>= 1 MiB of dst per range).
+    // Outputs over half the last-level cache take the streaming path; odd row
+    // counts leave a partial last block.
+    let llc = dq::arch::llc_bytes();
     for (src, dst) in [(DType::S8, DType::F32), (DType::U4, DType::BF16)] {
+        let rows = llc / 2 / (dst.bits() / 8) / 1024 + 3;
         let c = dynamic(
             DynamicDequantize::per_group(vec![1, 128]),
             src,
             Some(DType::U8),
             dst,
-            &[300, 1024],
-            &[300, 8],
+            &[rows, 1024],
+            &[rows, 8],
             false,
+        );
+        let plan = c.plan().unwrap();
+        let k = jit.kernel(&plan).unwrap();
+        assert!(
+            k.streams(&plan, plan.numel()),
+            "{src:?}->{dst:?} should stream"
         );
         c.check(jit, &reference, 5);
         let c = dynamic(
@@ -394,8 +405,8 @@ fn large_shapes_match_reference() {
             src,
             None,
             dst,
-            &[300, 1024],
-            &[300],
+            &[rows, 1024],
+            &[rows],
             false,
         );
         c.check(jit, &reference, 6);

@@ -3,6 +3,7 @@
 //! Every kernel gets its own `JITModule`, so evicting it from the cache can free
 //! exactly its code memory.
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -36,7 +37,11 @@ pub fn host_isa() -> Result<OwnedTargetIsa, String> {
     ISA.get_or_init(|| {
         let mut flags = settings::builder();
         for (k, v) in [
-            ("opt_level", "speed"),
+            // The translator emits clean IR (constants hoisted, addresses carried
+            // as loop parameters), so the e-graph pass would add compile time and
+            // no speed; the backtracking allocator keeps hot loops free of spills.
+            ("opt_level", "none"),
+            ("regalloc_algorithm", "backtracking"),
             ("enable_verifier", "false"),
             ("use_colocated_libcalls", "false"),
             ("is_pic", "false"),
@@ -48,6 +53,13 @@ pub fn host_isa() -> Result<OwnedTargetIsa, String> {
             .map_err(|e| e.to_string())
     })
     .clone()
+}
+
+thread_local! {
+    /// Per-thread builder scratch, reused so a compile does not reallocate it.
+    static FN_CTX: RefCell<FunctionBuilderContext> = RefCell::new(FunctionBuilderContext::new());
+    /// Per-thread codegen context (its register-allocator state is reused).
+    static CG_CTX: RefCell<Context> = RefCell::new(Context::new());
 }
 
 /// The kernel's signature under the host's C calling convention.
@@ -75,9 +87,10 @@ pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, String> {
     }
     let an = analyse(spec)?;
     let mut func = Function::with_name_signature(UserFuncName::default(), signature(isa));
-    let mut fctx = FunctionBuilderContext::new();
-    let b = FunctionBuilder::new(&mut func, &mut fctx);
-    Translator::translate(b, spec, an, isa.frontend_config());
+    FN_CTX.with_borrow_mut(|fctx| {
+        let b = FunctionBuilder::new(&mut func, fctx);
+        Translator::translate(b, spec, an, isa.frontend_config());
+    });
     Ok(func)
 }
 

@@ -41,9 +41,16 @@ pub use spec::Spec;
 /// Kernels a JIT keeps before evicting the least recently used one.
 pub const DEFAULT_CAPACITY: usize = 256;
 
+/// Whether a new [`Jit`] streams large outputs. Off: on the reference machine
+/// (a KVM guest) ordinary stores, read-for-ownership included, measured 1.3-1.7x
+/// faster than non-temporal ones, for the JIT's block copy and the generated
+/// backend's direct streaming stores alike (see `benches/jit.rs`, `jit_stream`).
+pub const STREAM_BY_DEFAULT: bool = false;
+
 /// Ranges writing at least this many dst bytes stream their output with
-/// non-temporal stores (dense dst only).
-pub const STREAM_MIN_BYTES: usize = 1 << 20;
+/// non-temporal stores, when the plan's whole output is larger than half the
+/// last-level cache (as the generated backend decides) and dst is dense.
+pub const STREAM_MIN_BYTES: usize = 1 << 16;
 
 /// Work (elements) above which a one-off compile is worth it next to the compiled-in
 /// generated kernels: about 16 ms of work at 10 GB/s, against a compile well under 1 ms.
@@ -71,7 +78,7 @@ impl Jit {
         Jit {
             formula,
             cache: cache::Cache::new(capacity, cfg!(debug_assertions)),
-            stream: AtomicBool::new(true),
+            stream: AtomicBool::new(STREAM_BY_DEFAULT),
         }
     }
 
@@ -110,7 +117,8 @@ impl Jit {
         self.cache.clear();
     }
 
-    /// Turns non-temporal streaming of large dense outputs on or off (default on).
+    /// Turns non-temporal streaming of large dense outputs on or off (default
+    /// [`STREAM_BY_DEFAULT`]).
     pub fn set_streaming(&self, on: bool) {
         self.stream.store(on, Relaxed);
     }
@@ -216,7 +224,15 @@ impl CompiledKernel {
     /// [`Error::BackendUnavailable`] when `job`'s plan is not the one compiled, or
     /// [`Error::BadRange`] when `range` is outside the plan.
     pub fn run(&self, job: &Job<'_>, range: Range<usize>) -> Result<()> {
-        self.run_with(job, range, true)
+        self.run_with(job, range, STREAM_BY_DEFAULT)
+    }
+
+    /// True when running `len` elements of `plan` streams the output (non-temporal
+    /// stores through a per-thread block buffer) rather than storing it directly.
+    pub fn streams(&self, plan: &Plan, len: usize) -> bool {
+        let w = self.spec.dst_bytes();
+        let big = plan.numel().saturating_mul(w) > dq_runtime::arch::llc_bytes() / 2;
+        big && len.saturating_mul(w) >= STREAM_MIN_BYTES && self.spec.dst_dense()
     }
 
     fn run_with(&self, job: &Job<'_>, range: Range<usize>, stream: bool) -> Result<()> {
@@ -234,8 +250,7 @@ impl CompiledKernel {
         if range.is_empty() {
             return Ok(());
         }
-        let w = self.spec.dst_bytes();
-        if stream && range.len() * w >= STREAM_MIN_BYTES && self.spec.dst_dense() {
+        if stream && self.streams(plan, range.len()) {
             self.run_streaming(job, range);
         } else {
             // SAFETY: the plan matches the compiled spec and `bind` validated every

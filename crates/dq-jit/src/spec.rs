@@ -110,6 +110,10 @@ pub struct Analysis {
     pub vector: bool,
     /// Whether the zero point must be range-checked at run time before the vector path.
     pub z_checked: bool,
+    /// The result is never a signalling NaN, so stores need not quiet it: IEEE 754
+    /// arithmetic returns quiet NaNs; only a scale or literal passed through
+    /// unchanged (or through neg/abs/min/max) can still be signalling.
+    pub quiet: bool,
 }
 
 /// Zero points in `-Z_LIMIT..=Z_LIMIT` may take the vector path (run-time check for
@@ -165,7 +169,25 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, String> {
         int,
         vector,
         z_checked,
+        quiet: never_signalling(f),
     })
+}
+
+/// True when the formula's result can never be a signalling NaN (see [`Analysis::quiet`]).
+fn never_signalling(f: &FormulaIr) -> bool {
+    let mut may: Vec<bool> = Vec::with_capacity(f.nodes.len());
+    for node in f.nodes {
+        let m = match *node {
+            Node::S => true,
+            Node::Lit(bits) => f64::from_bits(bits).is_nan(),
+            Node::Neg(a) | Node::Abs(a) => may[a as usize],
+            Node::Min(a, b) | Node::Max(a, b) => may[a as usize] || may[b as usize],
+            Node::Q | Node::Z | Node::IntSub(..) | Node::Float(_) => false,
+            Node::Add(..) | Node::Sub(..) | Node::Mul(..) => false,
+        };
+        may.push(m);
+    }
+    !may.last().copied().unwrap_or(true)
 }
 
 /// The value range of every integer node (`None` for float nodes), checking the IR.

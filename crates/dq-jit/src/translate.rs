@@ -13,6 +13,9 @@
 //! Shapes, strides, groups and dtypes are constants. The vector path works on 16
 //! elements (4 x F32X4) at a time and never loads past the last element it computes.
 
+use std::collections::HashMap;
+
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     Block, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
@@ -52,6 +55,10 @@ pub struct Translator<'a, 'f> {
     scales: Value,
     zps: Value,
     dst: Value,
+    /// The entry block, where vector constants are materialised once.
+    entry: Block,
+    /// Vector constants already in `entry`, by type and lane bits.
+    consts: HashMap<(Type, u64), Value>,
 }
 
 fn mem() -> MemFlagsData {
@@ -85,6 +92,8 @@ impl<'a, 'f> Translator<'a, 'f> {
             scales: p[1],
             zps: p[2],
             dst: p[3],
+            entry,
+            consts: HashMap::new(),
         };
         t.emit_entry(p[4], p[5]);
         t.b.seal_all_blocks();
@@ -93,6 +102,24 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     fn iconst(&mut self, v: i64) -> Value {
         self.b.ins().iconst(types::I64, v)
+    }
+
+    /// A vector constant with every lane `bits` (integer or float lanes), emitted
+    /// once at the top of the entry block so loops only use a register.
+    fn vconst(&mut self, ty: Type, bits: u64) -> Value {
+        if let Some(&v) = self.consts.get(&(ty, bits)) {
+            return v;
+        }
+        let lane = ty.lane_type();
+        let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
+        let c = match lane {
+            types::F32 => pos.ins().f32const(f32::from_bits(bits as u32)),
+            types::F64 => pos.ins().f64const(f64::from_bits(bits)),
+            _ => pos.ins().iconst(lane, bits as i64),
+        };
+        let v = pos.ins().splat(ty, c);
+        self.consts.insert((ty, bits), v);
+        v
     }
 
     fn inner(&self) -> Loop {
@@ -269,20 +296,13 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             None
         };
-        let vec_ok = self.z_in_limit(zb);
-        let (vec, tail) = (self.b.create_block(), self.b.create_block());
-        self.b.append_block_param(tail, types::I64);
-        self.b.ins().brif(vec_ok, vec, &[], tail, &[j0.into()]);
-        self.b.switch_to_block(vec);
+        let tail = self.enter_vector(zb, j0);
         let jv = self.emit_vector_loop(j0, j1, run, |t, j| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
                 Some(z) => [t.splat_z(z); 4],
                 None => match t.spec.zps {
-                    None => {
-                        let zero = t.b.ins().iconst(types::I32, 0);
-                        [t.b.ins().splat(types::I32X4, zero); 4]
-                    }
+                    None => [t.vconst(types::I32X4, 0); 4],
                     Some(zt) => {
                         let off = t.b.ins().iadd(run.scale, j);
                         t.load_int_vec(zt, t.zps, off)
@@ -308,11 +328,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.emit_scalar_loop(j0, j1, run, p);
             return;
         }
-        let vec_ok = self.z_in_limit(Some(z));
-        let (vec, tail) = (self.b.create_block(), self.b.create_block());
-        self.b.append_block_param(tail, types::I64);
-        self.b.ins().brif(vec_ok, vec, &[], tail, &[j0.into()]);
-        self.b.switch_to_block(vec);
+        let tail = self.enter_vector(Some(z), j0);
         let sv = self.b.ins().splat(types::F32X4, s);
         let zv = self.splat_z(z);
         let jv = self.emit_vector_loop(j0, j1, run, |_, _| ([sv; 4], [zv; 4]));
@@ -322,18 +338,24 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.emit_scalar_loop(jt, j1, run, p);
     }
 
-    /// True (an i8) when the zero point may take the vector path.
-    fn z_in_limit(&mut self, z: Option<Value>) -> Value {
-        match z {
-            Some(z) if self.an.z_checked => {
-                let z = self.as_i64(z);
-                let biased = self.b.ins().iadd_imm_s(z, Z_LIMIT);
-                self.b
-                    .ins()
-                    .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, biased, 2 * Z_LIMIT)
-            }
-            _ => self.b.ins().iconst(types::I8, 1),
+    /// Branches to a fresh block where the zero point may take the vector path, or
+    /// to `tail(j0)` when it may not; returns `tail` (its param is the first index
+    /// the vector code left). Without a run-time check there is no branch.
+    fn enter_vector(&mut self, z: Option<Value>, j0: Value) -> Block {
+        let tail = self.b.create_block();
+        self.b.append_block_param(tail, types::I64);
+        if let Some(z) = z.filter(|_| self.an.z_checked) {
+            let z = self.as_i64(z);
+            let biased = self.b.ins().iadd_imm_s(z, Z_LIMIT);
+            let ok = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, biased, 2 * Z_LIMIT);
+            let vec = self.b.create_block();
+            self.b.ins().brif(ok, vec, &[], tail, &[j0.into()]);
+            self.b.switch_to_block(vec);
         }
+        tail
     }
 
     fn as_i64(&mut self, v: Value) -> Value {
@@ -365,26 +387,46 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             j0
         };
+        // Src and dst addresses of element `j0`, carried along with `j`.
+        let src_step = (self.spec.src.bits() as i64 * STEP) / 8;
+        let so = self.b.ins().iadd(run.src, j0);
+        let so = if self.spec.src.is_4bit() {
+            self.b.ins().ushr_imm_s(so, 1)
+        } else {
+            so
+        };
+        let sp = self.b.ins().iadd(self.src, so);
+        let w = self.spec.dst_bytes() as i64;
+        let dof = self.b.ins().iadd(run.dst, j0);
+        let dof = self.b.ins().imul_imm_s(dof, w);
+        let dp = self.b.ins().iadd(self.dst, dof);
         let head = self.b.create_block();
         let j = self.b.append_block_param(head, types::I64);
+        let sp = {
+            let p = self.b.append_block_param(head, types::I64);
+            self.b.ins().jump(head, &[j0.into(), sp.into(), dp.into()]);
+            p
+        };
+        let dp = self.b.append_block_param(head, types::I64);
         let (body, exit) = (self.b.create_block(), self.b.create_block());
         let jout = self.b.append_block_param(exit, types::I64);
-        self.b.ins().jump(head, &[j0.into()]);
         self.b.switch_to_block(head);
         let jn = self.b.ins().iadd_imm_s(j, STEP);
         let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, jn, j1);
         self.b.ins().brif(fits, body, &[], exit, &[j.into()]);
         self.b.switch_to_block(body);
         let (s, z) = params(self, j);
-        let so = self.b.ins().iadd(run.src, j);
-        let q = self.load_int_vec(self.spec.src, self.src, so);
+        let q = self.load_int_vec_at(self.spec.src, sp);
         let mut ys = [q[0]; 4];
         for k in 0..4 {
             ys[k] = self.eval(q[k], z[k], s[k], true);
         }
-        let dof = self.b.ins().iadd(run.dst, j);
-        self.store_vec(dof, ys);
-        self.b.ins().jump(head, &[jn.into()]);
+        self.store_vec_at(dp, ys);
+        let spn = self.b.ins().iadd_imm_s(sp, src_step);
+        let dpn = self.b.ins().iadd_imm_s(dp, STEP * w);
+        self.b
+            .ins()
+            .jump(head, &[jn.into(), spn.into(), dpn.into()]);
         self.b.switch_to_block(exit);
         jout
     }
@@ -559,20 +601,26 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// 16 contiguous integer elements from element offset `o` as four I32X4
     /// (4-bit: `o` is even, the caller peeled an odd start).
     fn load_int_vec(&mut self, t: DType, buf: Value, o: Value) -> [Value; 4] {
+        let o = if t.is_4bit() {
+            self.b.ins().ushr_imm_s(o, 1)
+        } else {
+            o
+        };
+        let addr = self.b.ins().iadd(buf, o);
+        self.load_int_vec_at(t, addr)
+    }
+
+    /// 16 contiguous integer elements starting at byte address `addr` (4-bit: on
+    /// the byte's low nibble) as four I32X4.
+    fn load_int_vec_at(&mut self, t: DType, addr: Value) -> [Value; 4] {
         let bytes = match t {
-            DType::S8 | DType::U8 => {
-                let addr = self.b.ins().iadd(buf, o);
-                self.b.ins().load(types::I8X16, mem(), addr, 0)
-            }
+            DType::S8 | DType::U8 => self.b.ins().load(types::I8X16, mem(), addr, 0),
             _ => {
                 // 8 bytes = 16 nibbles; low nibble first.
-                let byte = self.b.ins().ushr_imm_s(o, 1);
-                let addr = self.b.ins().iadd(buf, byte);
                 let w = self.b.ins().load(types::I64, mem(), addr, 0);
                 let v = self.b.ins().scalar_to_vector(types::I64X2, w);
                 let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
-                let m = self.b.ins().iconst(types::I8, 0x0f);
-                let m = self.b.ins().splat(types::I8X16, m);
+                let m = self.vconst(types::I8X16, 0x0f);
                 let lo = self.b.ins().band(v, m);
                 let hi = self.vushr(v, 4);
                 let hi = self.b.ins().band(hi, m);
@@ -580,8 +628,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let imm = self.b.func.dfg.immediates.push(ConstantData::from(order));
                 let n = self.b.ins().shuffle(lo, hi, imm);
                 if t == DType::S4 {
-                    let e = self.b.ins().iconst(types::I8, 8);
-                    let e = self.b.ins().splat(types::I8X16, e);
+                    let e = self.vconst(types::I8X16, 8);
                     let x = self.b.ins().bxor(n, e);
                     self.b.ins().isub(x, e)
                 } else {
@@ -632,11 +679,10 @@ impl<'a, 'f> Translator<'a, 'f> {
     // ---- integer helpers that work on I32 and I32X4 alike ----------------------
 
     fn c32(&mut self, ty: Type, v: i64) -> Value {
-        let c = self.b.ins().iconst(types::I32, v as i32 as u32 as i64);
         if ty.is_vector() {
-            self.b.ins().splat(ty, c)
+            self.vconst(ty, v as i32 as u32 as u64)
         } else {
-            c
+            self.b.ins().iconst(types::I32, v as i32 as u32 as i64)
         }
     }
 
@@ -698,11 +744,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         let sh = self.vshl(em, 13);
         // Normal and subnormal: rescale the exponent by 2^112 (exact).
         let f = self.b.ins().bitcast(fty, lanes(), sh);
-        let k = self.b.ins().f32const(f32::from_bits(0x7780_0000));
         let k = if ity.is_vector() {
-            self.b.ins().splat(fty, k)
+            self.vconst(fty, 0x7780_0000)
         } else {
-            k
+            self.b.ins().f32const(f32::from_bits(0x7780_0000))
         };
         let f = self.b.ins().fmul(f, k);
         let norm = self.b.ins().bitcast(ity, lanes(), f);
@@ -729,11 +774,21 @@ impl<'a, 'f> Translator<'a, 'f> {
         let wty = if vector { types::F32X4 } else { self.work_ty() };
         let nodes = self.spec.formula.nodes;
         let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
+        // Integer nodes known to be 0 (the zero point when there is none).
+        let mut zero = Vec::with_capacity(nodes.len());
         for node in nodes {
+            let mut is_zero = false;
             let x = match *node {
                 Node::Q => q,
-                Node::Z => z,
+                Node::Z => {
+                    is_zero = self.spec.zps.is_none();
+                    z
+                }
                 Node::S => s,
+                Node::IntSub(a, b) if zero[b as usize] => {
+                    is_zero = zero[a as usize];
+                    v[a as usize]
+                }
                 Node::IntSub(a, b) => self.b.ins().isub(v[a as usize], v[b as usize]),
                 Node::Float(a) => self.int_to_float(v[a as usize], wty),
                 Node::Lit(bits) => self.lit(f64::from_bits(bits), wty),
@@ -746,6 +801,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 Node::Max(a, b) => self.min_max(v[a as usize], v[b as usize], true),
             };
             v.push(x);
+            zero.push(is_zero);
         }
         *v.last().expect("analysed formula is non-empty")
     }
@@ -754,10 +810,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         match wty {
             types::F64 => self.b.ins().f64const(x),
             types::F32 => self.b.ins().f32const(x as f32),
-            _ => {
-                let c = self.b.ins().f32const(x as f32);
-                self.b.ins().splat(types::F32X4, c)
-            }
+            _ => self.vconst(types::F32X4, (x as f32).to_bits() as u64),
         }
     }
 
@@ -797,8 +850,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let eq = self.b.ins().fcmp(FloatCC::Equal, a, b);
         let bits = self.b.ins().bitcast(ity, lanes(), neg_of);
         let zero = if ty.is_vector() {
-            let z = self.b.ins().iconst(ity.lane_type(), 0);
-            self.b.ins().splat(ity, z)
+            self.vconst(ity, 0)
         } else {
             self.b.ins().iconst(ity, 0)
         };
@@ -819,6 +871,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         let off = self.b.ins().imul_imm_s(dof, w);
         let addr = self.b.ins().iadd(self.dst, off);
         match self.spec.dst {
+            DType::F64 if self.an.quiet => {
+                let x = self.b.ins().bitcast(types::I64, lanes(), y);
+                self.b.ins().store(mem(), x, addr, 0);
+            }
             DType::F64 => {
                 let x = self.b.ins().bitcast(types::I64, lanes(), y);
                 let q = self.b.ins().bor_imm_s(x, 0x0008_0000_0000_0000);
@@ -837,11 +893,8 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
-    /// 16 results at dst element offset `dof` (contiguous).
-    fn store_vec(&mut self, dof: Value, ys: [Value; 4]) {
-        let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(dof, w);
-        let addr = self.b.ins().iadd(self.dst, off);
+    /// 16 results at dst byte address `addr` (contiguous).
+    fn store_vec_at(&mut self, addr: Value, ys: [Value; 4]) {
         if self.spec.dst == DType::F32 {
             for (k, y) in ys.into_iter().enumerate() {
                 let x = self.f32_bits(y);
@@ -856,10 +909,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
-    /// f32 (scalar or F32X4) to its bits with NaNs quieted.
+    /// f32 (scalar or F32X4) to its bits with NaNs quieted (a no-op when the
+    /// analysis proved the result is never a signalling NaN).
     fn f32_bits(&mut self, y: Value) -> Value {
         let ty = self.b.func.dfg.value_type(y).as_int();
         let x = self.b.ins().bitcast(ty, lanes(), y);
+        if self.an.quiet {
+            return x;
+        }
         let q = self.or_c(x, 0x0040_0000);
         let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
         self.sel(nan, q, x)
@@ -896,11 +953,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         let fty = self.b.func.dfg.value_type(y);
         let ity = fty.as_int();
         let fconst = |t: &mut Self, bits: u32| {
-            let c = t.b.ins().f32const(f32::from_bits(bits));
             if fty.is_vector() {
-                t.b.ins().splat(fty, c)
+                t.vconst(fty, bits as u64)
             } else {
-                c
+                t.b.ins().f32const(f32::from_bits(bits))
             }
         };
         let w = self.b.ins().bitcast(ity, lanes(), y);
