@@ -16,8 +16,12 @@ fn reference_matches_every_vector() {
         let case = load(&dir);
         let got = case.run(&Reference::default(), 1);
         assert_same_bits(case.dst.dtype, &got, &case.expected, &case.name);
-        // NaN results also keep the exact bits x86-64 gives.
-        assert_eq!(got, case.expected, "{}: NaN bits", case.name);
+        // NaN results also keep the exact bits x86-64 gives. Elsewhere the sign and
+        // payload are the platform multiply's (SPEC section 5: aarch64's default
+        // NaN is positive), so NaN compares as NaN there.
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(got, case.expected, "{}: NaN bits", case.name);
+        }
     }
 }
 
