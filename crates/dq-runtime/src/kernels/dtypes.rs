@@ -225,6 +225,27 @@ fn unreachable_vec<V: Simd>(_v: V) -> V::Int {
     unreachable!("s64 zero points take the exact path")
 }
 
+/// The table-lookup items of a 16-bit dst type.
+macro_rules! lut16_items {
+    () => {
+        type Tab<V: Simd> = V::Tab16;
+        #[inline(always)]
+        fn lut_step<V: Simd>() -> usize {
+            2 * V::LANES
+        }
+        #[inline(always)]
+        unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab16 {
+            // SAFETY: forwarded from the caller.
+            unsafe { v.tab16(p) }
+        }
+        #[inline(always)]
+        unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
+            // SAFETY: forwarded from the caller.
+            unsafe { v.lut16::<NT>(t, src, dst) }
+        }
+    };
+}
+
 impl FloatType for F32 {
     const DTYPE: DType = DType::F32;
     const SIZE: usize = 4;
@@ -312,21 +333,7 @@ impl FloatType for F16 {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_f16::<NT>(base.add(o * 2), y) }
     }
-    type Tab<V: Simd> = V::Tab16;
-    #[inline(always)]
-    fn lut_step<V: Simd>() -> usize {
-        2 * V::LANES
-    }
-    #[inline(always)]
-    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab16 {
-        // SAFETY: forwarded from the caller.
-        unsafe { v.tab16(p) }
-    }
-    #[inline(always)]
-    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
-        // SAFETY: forwarded from the caller.
-        unsafe { v.lut16::<NT>(t, src, dst) }
-    }
+    lut16_items!();
 }
 
 impl FloatType for BF16 {
@@ -364,21 +371,7 @@ impl FloatType for BF16 {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_bf16::<NT>(base.add(o * 2), y) }
     }
-    type Tab<V: Simd> = V::Tab16;
-    #[inline(always)]
-    fn lut_step<V: Simd>() -> usize {
-        2 * V::LANES
-    }
-    #[inline(always)]
-    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab16 {
-        // SAFETY: forwarded from the caller.
-        unsafe { v.tab16(p) }
-    }
-    #[inline(always)]
-    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
-        // SAFETY: forwarded from the caller.
-        unsafe { v.lut16::<NT>(t, src, dst) }
-    }
+    lut16_items!();
 }
 
 impl FloatType for F64 {
