@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    Block, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
+    Block, BlockArg, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::FunctionBuilder;
@@ -265,22 +265,30 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// Groups along the innermost loop: one scale and zero point per segment.
     fn emit_segments(&mut self, j0: Value, j1: Value, run: Run) {
         let inner = self.inner();
+        // Segment loop params: first element, then (groups along the loop) the
+        // next group boundary and the scale index. The group of `j0` is divided
+        // out once per run; segments then step by a group.
+        let constant = inner.is_constant();
         let head = self.b.create_block();
         let j = self.b.append_block_param(head, types::I64);
         let exit = self.b.create_block();
-        self.b.ins().jump(head, &[j0.into()]);
-        self.b.switch_to_block(head);
-        let (seg_end, sidx) = if inner.is_constant() {
-            (j1, run.scale)
+        let (seg_end, next, sidx) = if constant {
+            self.b.ins().jump(head, &[j0.into()]);
+            self.b.switch_to_block(head);
+            (j1, j1, run.scale)
         } else {
-            let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
-            let next = self.b.ins().iadd_imm_s(g, 1);
-            let next = self.b.ins().imul_imm_s(next, inner.group as i64);
+            let g = self.b.ins().udiv_imm_s(j0, inner.group as i64);
+            let next0 = self.b.ins().iadd_imm_s(g, 1);
+            let next0 = self.b.ins().imul_imm_s(next0, inner.group as i64);
             let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-            (
-                self.b.ins().umin(next, j1),
-                self.b.ins().iadd(run.scale, off),
-            )
+            let sidx0 = self.b.ins().iadd(run.scale, off);
+            let next = self.b.append_block_param(head, types::I64);
+            let sidx = self.b.append_block_param(head, types::I64);
+            self.b
+                .ins()
+                .jump(head, &[j0.into(), next0.into(), sidx0.into()]);
+            self.b.switch_to_block(head);
+            (self.b.ins().umin(next, j1), next, sidx)
         };
         let s = self.load_scale(sidx);
         let zidx = if self.spec.zps_broadcast {
@@ -291,7 +299,13 @@ impl<'a, 'f> Translator<'a, 'f> {
         let z = self.load_zp(zidx);
         self.emit_elems(j, seg_end, run, Params::Fixed { s, z });
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, seg_end, j1);
-        self.b.ins().brif(more, head, &[seg_end.into()], exit, &[]);
+        let mut args: Vec<BlockArg> = vec![seg_end.into()];
+        if !constant {
+            let next = self.b.ins().iadd_imm_s(next, inner.group as i64);
+            let sidx = self.b.ins().iadd_imm_s(sidx, inner.scale_stride as i64);
+            args.extend([BlockArg::from(next), BlockArg::from(sidx)]);
+        }
+        self.b.ins().brif(more, head, &args, exit, &[]);
         self.b.switch_to_block(exit);
     }
 
