@@ -40,8 +40,6 @@ pub enum Lut {
     None,
     /// x86-64 with SSSE3: `x86_pshufb` (indices are always 0..15).
     Pshufb,
-    /// Cranelift's `swizzle` (aarch64 `tbl`).
-    Swizzle,
 }
 
 /// How an element gets its scale and zero point.
@@ -590,10 +588,8 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// Byte `idx[i]` (0..16) of `table` in lane `i`.
     fn lookup(&mut self, table: Value, idx: Value) -> Value {
-        match self.lut {
-            Lut::Pshufb => self.b.ins().x86_pshufb(table, idx),
-            _ => self.b.ins().swizzle(table, idx),
-        }
+        debug_assert_eq!(self.lut, Lut::Pshufb);
+        self.b.ins().x86_pshufb(table, idx)
     }
 
     /// A constant shuffle of the 32 bytes of `a` then `b`.
