@@ -100,7 +100,6 @@ impl Case {
     /// Runs reference and `jit` on the same data over the full range and a few
     /// sub-ranges, comparing the whole dst buffer (untouched bytes included).
     fn check(&self, jit: &Jit, reference: &Reference, seed: u64) {
-        let plan = self.plan().expect("valid case");
         let mut r = Rng(seed | 1);
         let src = int_bytes(self.src.dtype, span(&self.src), &mut r);
         let scales = self
@@ -111,6 +110,18 @@ impl Case {
             .zps
             .as_ref()
             .map(|d| int_bytes(d.dtype, d.numel().unwrap(), &mut r));
+        self.check_data(jit, reference, &mut r, (&src, scales, zps));
+    }
+
+    /// As [`check`](Self::check) on the given src, scales and zero-point bytes.
+    fn check_data(
+        &self,
+        jit: &Jit,
+        reference: &Reference,
+        r: &mut Rng,
+        (src, scales, zps): (&[u8], Option<Vec<u8>>, Option<Vec<u8>>),
+    ) {
+        let plan = self.plan().expect("valid case");
         let dst_len = self.dst.dtype.bytes_for(span(&self.dst)).unwrap();
         let n = plan.numel();
         let mut ranges = Vec::with_capacity(4);
@@ -123,7 +134,7 @@ impl Case {
         for range in ranges {
             let run = |k: &dyn Kernel| {
                 let mut out = vec![0xa5u8; dst_len];
-                let s = Tensor::from_bytes(self.src.dtype, &self.src.shape, &src)
+                let s = Tensor::from_bytes(self.src.dtype, &self.src.shape, src)
                     .with_strides(&self.src.strides_or_dense());
                 let sc = self
                     .scales
@@ -369,6 +380,120 @@ fn every_length_up_to_130_and_group_remainders() {
             ] {
                 c.check(jit, &reference, len as u64);
             }
+        }
+    }
+}
+
+/// Zero points of dtype `t` for `n` groups, extremes planted (s32: both ends of
+/// i32 and both sides of the vector path's limit 2^24).
+fn extreme_zps(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
+    match t {
+        DType::S32 => (0..n)
+            .flat_map(|_| {
+                let z = match r.below(10) {
+                    0 => i32::MIN,
+                    1 => i32::MAX,
+                    2 => 1 << 24,
+                    3 => -(1 << 24),
+                    4 => (1 << 24) + 1,
+                    5 => -(1 << 24) - 1,
+                    6 => 15,
+                    7 => -8,
+                    _ => r.next() as i32 >> r.below(32),
+                };
+                z.to_le_bytes()
+            })
+            .collect(),
+        _ => {
+            let mut b = int_bytes(t, n, r);
+            // Plant the dtype's extremes (as raw bytes or nibbles) on a few groups.
+            let ends: [u8; 4] = [0x00, 0xff, 0x77, 0x88];
+            for _ in 0..n.div_ceil(4) {
+                let i = r.below(b.len() as u64) as usize;
+                b[i] = ends[r.below(4) as usize];
+            }
+            b
+        }
+    }
+}
+
+/// The 4-bit table-lookup path (constant-parameter segments of at least 32
+/// elements) against the reference: every 4-bit src x zps x dst the dynamic op
+/// allows, run lengths 31..=300, groups 32/33/64/128 with remainders, odd nibble
+/// starts (odd row lengths, sub-ranges), special scales, extreme zero points.
+#[test]
+fn four_bit_table_lookup_matches_reference() {
+    let jit = dq_jit::standard();
+    let reference = Reference::default();
+    let mut combos = Vec::new();
+    for src in [DType::S4, DType::U4] {
+        for zps in DYN_ZPS {
+            for dst in DYN_DST {
+                combos.push((src, zps, dst));
+            }
+        }
+    }
+    let mut r = Rng(0x1f2e_3d4c);
+    let run = |c: Case, r: &mut Rng| {
+        let src = int_bytes(c.src.dtype, span(&c.src), r);
+        let nsc = c.scales.as_ref().unwrap().numel().unwrap();
+        let scales = float_bytes(c.dst.dtype, nsc, r);
+        let zps = c
+            .zps
+            .as_ref()
+            .map(|d| extreme_zps(d.dtype, d.numel().unwrap(), r));
+        c.check_data(jit, &reference, r, (&src, Some(scales), zps));
+    };
+    // Run lengths: every length for a few combos in turn, a fixed set for all.
+    for len in 31..=300usize {
+        for k in 0..3 {
+            let (src, zps, dst) = combos[(len * 7 + k * 13) % combos.len()];
+            let per_tensor = DynamicDequantize::per_tensor();
+            run(
+                dynamic(per_tensor, src, zps, dst, &[len], &[1], false),
+                &mut r,
+            );
+            // Rows of `len` (odd lengths start rows on odd nibbles), a scale per row.
+            let rows = DynamicDequantize::per_channel(0);
+            let c = dynamic(rows, src, zps, dst, &[3, len], &[3], false);
+            run(c, &mut r);
+        }
+    }
+    for &(src, zps, dst) in &combos {
+        for len in [31, 32, 33, 47, 63, 64, 65, 129, 300] {
+            let c = dynamic(
+                DynamicDequantize::per_tensor(),
+                src,
+                zps,
+                dst,
+                &[len],
+                &[1],
+                false,
+            );
+            run(c, &mut r);
+        }
+        for g in [32usize, 33, 64, 128] {
+            for cols in [g, 2 * g + 1, 3 * g + 17, 5 * g - 1] {
+                let rows = 3;
+                let ss = [rows, cols.div_ceil(g)];
+                for bcast in [false, true] {
+                    let op = DynamicDequantize::per_group(vec![1, g as i64]);
+                    let c = dynamic(
+                        op,
+                        src,
+                        zps,
+                        dst,
+                        &[rows, cols],
+                        &ss,
+                        bcast && zps.is_some(),
+                    );
+                    run(c, &mut r);
+                }
+            }
+            // Groups spanning two rows: segments are runs of the inner loop.
+            let op = DynamicDequantize::per_group(vec![2, g as i64]);
+            let c = dynamic(op, src, zps, dst, &[4, 2 * g + 3], &[2, 3], false);
+            run(c, &mut r);
         }
     }
 }

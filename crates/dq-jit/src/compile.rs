@@ -16,7 +16,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
 
 use crate::spec::{Spec, analyse};
-use crate::translate::Translator;
+use crate::translate::{Lut, Translator};
 
 /// The compiled function: computes logical elements `start..end`.
 pub type KernelFn = unsafe extern "C" fn(
@@ -74,6 +74,22 @@ fn signature(isa: &OwnedTargetIsa) -> Signature {
     sig
 }
 
+/// The byte shuffle `isa` offers for 4-bit table lookups.
+fn lut_of(isa: &OwnedTargetIsa) -> Lut {
+    match isa.name() {
+        "x64" => {
+            let ssse3 = isa
+                .isa_flags()
+                .iter()
+                .any(|f| f.name == "has_ssse3" && f.as_bool() == Some(true));
+            if ssse3 { Lut::Pshufb } else { Lut::None }
+        }
+        // aarch64 would use `swizzle` (`tbl`); off until it has run under
+        // `scripts/aarch64-qemu.sh four_bit`.
+        _ => Lut::None,
+    }
+}
+
 /// Builds the IR of `spec` (not compiled).
 ///
 /// # Errors
@@ -89,7 +105,7 @@ pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, String> {
     let mut func = Function::with_name_signature(UserFuncName::default(), signature(isa));
     FN_CTX.with_borrow_mut(|fctx| {
         let b = FunctionBuilder::new(&mut func, fctx);
-        Translator::translate(b, spec, an, isa.frontend_config());
+        Translator::translate(b, spec, an, isa.frontend_config(), lut_of(isa));
     });
     Ok(func)
 }

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    Block, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
+    Block, BlockArg, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::FunctionBuilder;
@@ -28,6 +28,19 @@ use crate::spec::{Analysis, IntWidth, Spec, Z_LIMIT};
 
 /// Elements per vector step.
 const STEP: i64 = 16;
+
+/// Shortest constant-parameter 4-bit segment (compile-time bound) that takes the
+/// table-lookup path, as the generated backend's `LUT_MIN`.
+const LUT_MIN: usize = 32;
+
+/// How the target does a dynamic byte shuffle (the 4-bit table lookup).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lut {
+    /// No cheap byte shuffle: 4-bit src takes the ordinary vector path.
+    None,
+    /// x86-64 with SSSE3: `x86_pshufb` (indices are always 0..15).
+    Pshufb,
+}
 
 /// How an element gets its scale and zero point.
 #[derive(Clone, Copy)]
@@ -59,6 +72,8 @@ pub struct Translator<'a, 'f> {
     entry: Block,
     /// Vector constants already in `entry`, by type and lane bits.
     consts: HashMap<(Type, u64), Value>,
+    /// The byte shuffle for 4-bit table lookups.
+    lut: Lut,
 }
 
 fn mem() -> MemFlagsData {
@@ -79,6 +94,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         spec: &'a Spec,
         an: Analysis,
         cfg: TargetFrontendConfig,
+        lut: Lut,
     ) {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
@@ -94,6 +110,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             dst: p[3],
             entry,
             consts: HashMap::new(),
+            lut,
         };
         t.emit_entry(p[4], p[5]);
         t.b.seal_all_blocks();
@@ -246,22 +263,30 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// Groups along the innermost loop: one scale and zero point per segment.
     fn emit_segments(&mut self, j0: Value, j1: Value, run: Run) {
         let inner = self.inner();
+        // Segment loop params: first element, then (groups along the loop) the
+        // next group boundary and the scale index. The group of `j0` is divided
+        // out once per run; segments then step by a group.
+        let constant = inner.is_constant();
         let head = self.b.create_block();
         let j = self.b.append_block_param(head, types::I64);
         let exit = self.b.create_block();
-        self.b.ins().jump(head, &[j0.into()]);
-        self.b.switch_to_block(head);
-        let (seg_end, sidx) = if inner.is_constant() {
-            (j1, run.scale)
+        let (seg_end, next, sidx) = if constant {
+            self.b.ins().jump(head, &[j0.into()]);
+            self.b.switch_to_block(head);
+            (j1, j1, run.scale)
         } else {
-            let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
-            let next = self.b.ins().iadd_imm_s(g, 1);
-            let next = self.b.ins().imul_imm_s(next, inner.group as i64);
+            let g = self.b.ins().udiv_imm_s(j0, inner.group as i64);
+            let next0 = self.b.ins().iadd_imm_s(g, 1);
+            let next0 = self.b.ins().imul_imm_s(next0, inner.group as i64);
             let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-            (
-                self.b.ins().umin(next, j1),
-                self.b.ins().iadd(run.scale, off),
-            )
+            let sidx0 = self.b.ins().iadd(run.scale, off);
+            let next = self.b.append_block_param(head, types::I64);
+            let sidx = self.b.append_block_param(head, types::I64);
+            self.b
+                .ins()
+                .jump(head, &[j0.into(), next0.into(), sidx0.into()]);
+            self.b.switch_to_block(head);
+            (self.b.ins().umin(next, j1), next, sidx)
         };
         let s = self.load_scale(sidx);
         let zidx = if self.spec.zps_broadcast {
@@ -272,7 +297,13 @@ impl<'a, 'f> Translator<'a, 'f> {
         let z = self.load_zp(zidx);
         self.emit_elems(j, seg_end, run, Params::Fixed { s, z });
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, seg_end, j1);
-        self.b.ins().brif(more, head, &[seg_end.into()], exit, &[]);
+        let mut args: Vec<BlockArg> = vec![seg_end.into()];
+        if !constant {
+            let next = self.b.ins().iadd_imm_s(next, inner.group as i64);
+            let sidx = self.b.ins().iadd_imm_s(sidx, inner.scale_stride as i64);
+            args.extend([BlockArg::from(next), BlockArg::from(sidx)]);
+        }
+        self.b.ins().brif(more, head, &args, exit, &[]);
         self.b.switch_to_block(exit);
     }
 
@@ -297,7 +328,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             None
         };
         let tail = self.enter_vector(zb, j0);
-        let jv = self.emit_vector_loop(j0, j1, run, |t, j| {
+        let jv = self.emit_vector_loop(j0, j1, run, |t, j, sp, dp| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
                 Some(z) => [t.splat_z(z); 4],
@@ -309,7 +340,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                     }
                 },
             };
-            (s, z)
+            t.emit_vector_step(sp, dp, s, z);
         });
         self.b.ins().jump(tail, &[jv.into()]);
         self.b.switch_to_block(tail);
@@ -331,7 +362,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         let tail = self.enter_vector(Some(z), j0);
         let sv = self.b.ins().splat(types::F32X4, s);
         let zv = self.splat_z(z);
-        let jv = self.emit_vector_loop(j0, j1, run, |_, _| ([sv; 4], [zv; 4]));
+        let jv = if self.lut_pays() {
+            let tab = self.lut_table(sv, zv);
+            self.emit_vector_loop(j0, j1, run, |t, _, sp, dp| t.emit_lut_step(&tab, sp, dp))
+        } else {
+            self.emit_vector_loop(j0, j1, run, |t, _, sp, dp| {
+                t.emit_vector_step(sp, dp, [sv; 4], [zv; 4])
+            })
+        };
         self.b.ins().jump(tail, &[jv.into()]);
         self.b.switch_to_block(tail);
         let jt = self.b.block_params(tail)[0];
@@ -380,7 +418,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         j0: Value,
         j1: Value,
         run: Run,
-        params: impl Fn(&mut Self, Value) -> ([Value; 4], [Value; 4]),
+        step: impl Fn(&mut Self, Value, Value, Value),
     ) -> Value {
         let j0 = if self.spec.src.is_4bit() {
             self.emit_peel(j0, j1, run)
@@ -415,13 +453,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, jn, j1);
         self.b.ins().brif(fits, body, &[], exit, &[j.into()]);
         self.b.switch_to_block(body);
-        let (s, z) = params(self, j);
-        let q = self.load_int_vec_at(self.spec.src, sp);
-        let mut ys = [q[0]; 4];
-        for k in 0..4 {
-            ys[k] = self.eval(q[k], z[k], s[k], true);
-        }
-        self.store_vec_at(dp, ys);
+        step(self, j, sp, dp);
         let spn = self.b.ins().iadd_imm_s(sp, src_step);
         let dpn = self.b.ins().iadd_imm_s(dp, STEP * w);
         self.b
@@ -429,6 +461,149 @@ impl<'a, 'f> Translator<'a, 'f> {
             .jump(head, &[jn.into(), spn.into(), dpn.into()]);
         self.b.switch_to_block(exit);
         jout
+    }
+
+    /// One vector step: 16 elements from src byte address `sp` to dst byte address
+    /// `dp` with scales `s` and zero points `z` (four lanes groups each).
+    fn emit_vector_step(&mut self, sp: Value, dp: Value, s: [Value; 4], z: [Value; 4]) {
+        let q = self.load_int_vec_at(self.spec.src, sp);
+        let mut ys = [q[0]; 4];
+        for k in 0..4 {
+            ys[k] = self.eval(q[k], z[k], s[k], true);
+        }
+        self.store_vec_at(dp, ys);
+    }
+
+    // ---- 4-bit table lookup -----------------------------------------------
+
+    /// True when constant-parameter segments of this spec go through a 16-entry
+    /// table: 4-bit src, a byte shuffle on the target, and segments that can be at
+    /// least [`LUT_MIN`] long (a shorter one costs about a vector step more).
+    fn lut_pays(&self) -> bool {
+        let inner = self.inner();
+        let longest = if inner.is_constant() {
+            inner.len
+        } else {
+            inner.group.min(inner.len)
+        };
+        self.spec.src.is_4bit() && self.lut != Lut::None && longest >= LUT_MIN
+    }
+
+    /// The dst bits of the formula at the 16 values of the 4-bit src with scale
+    /// `sv` and zero point `zv` (splats), computed by the same vector code as
+    /// [`emit_vector_step`](Self::emit_vector_step), as byte tables: entry `n`'s
+    /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
+    fn lut_table(&mut self, sv: Value, zv: Value) -> Vec<Value> {
+        let signed = self.spec.src == DType::S4;
+        let mut ys = [sv; 4];
+        for (k, y) in ys.iter_mut().enumerate() {
+            let lanes: Vec<u8> = (0..4)
+                .flat_map(|i| {
+                    let n = (4 * k + i) as i32;
+                    let v = if signed && n >= 8 { n - 16 } else { n };
+                    v.to_le_bytes()
+                })
+                .collect();
+            let q = self.vconst_lanes(types::I32X4, lanes);
+            *y = self.eval(q, zv, sv, true);
+        }
+        // Entry n's bytes in element order, then regrouped by byte position.
+        let bytes: Vec<Value> = if self.spec.dst == DType::F32 {
+            ys.iter().map(|&y| self.f32_bits(y)).collect()
+        } else {
+            let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
+            vec![
+                self.b.ins().unarrow(h[0], h[1]),
+                self.b.ins().unarrow(h[2], h[3]),
+            ]
+        };
+        let v: Vec<Value> = bytes
+            .into_iter()
+            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
+            .collect();
+        let w = self.spec.dst_bytes();
+        if w == 2 {
+            // v[0] = entries 0..8, v[1] = 8..16, two bytes each.
+            return (0..2)
+                .map(|b| self.shuffle(v[0], v[1], (0..16).map(|n| 2 * n + b)))
+                .collect();
+        }
+        // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
+        let pick = |b: u8| {
+            (0..8)
+                .map(move |n| 4 * n + b)
+                .chain((0..8).map(move |n| 4 * n + b + 1))
+        };
+        let lo01 = self.shuffle(v[0], v[1], pick(0));
+        let hi01 = self.shuffle(v[0], v[1], pick(2));
+        let lo23 = self.shuffle(v[2], v[3], pick(0));
+        let hi23 = self.shuffle(v[2], v[3], pick(2));
+        vec![
+            self.shuffle(lo01, lo23, (0..8).chain(16..24)),
+            self.shuffle(lo01, lo23, (8..16).chain(24..32)),
+            self.shuffle(hi01, hi23, (0..8).chain(16..24)),
+            self.shuffle(hi01, hi23, (8..16).chain(24..32)),
+        ]
+    }
+
+    /// 16 elements by table lookup: 8 src bytes at `sp` (from a low nibble) to 16
+    /// dst elements at `dp`.
+    fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value) {
+        let w = self.b.ins().load(types::I64, mem(), sp, 0);
+        let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+        let m = self.vconst(types::I8X16, 0x0f);
+        let v8 = self.b.ins().bitcast(types::I8X16, lanes(), v);
+        let lo = self.b.ins().band(v8, m);
+        // A 16-bit lane shift moves each byte's high nibble down (the mask drops
+        // the bits shifted in from the next byte).
+        let v16 = self.b.ins().bitcast(types::I16X8, lanes(), v);
+        let hi = self.vushr(v16, 4);
+        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+        let hi = self.b.ins().band(hi, m);
+        let idx = self.shuffle(lo, hi, (0..8).flat_map(|i| [i, i + 16]));
+        let got: Vec<Value> = tab.iter().map(|&t| self.lookup(t, idx)).collect();
+        let lo_bytes = |i: u8| [i, i + 16];
+        let out: Vec<Value> = if got.len() == 2 {
+            vec![
+                self.shuffle(got[0], got[1], (0..8).flat_map(lo_bytes)),
+                self.shuffle(got[0], got[1], (8..16).flat_map(lo_bytes)),
+            ]
+        } else {
+            let b01l = self.shuffle(got[0], got[1], (0..8).flat_map(lo_bytes));
+            let b01h = self.shuffle(got[0], got[1], (8..16).flat_map(lo_bytes));
+            let b23l = self.shuffle(got[2], got[3], (0..8).flat_map(lo_bytes));
+            let b23h = self.shuffle(got[2], got[3], (8..16).flat_map(lo_bytes));
+            let words = |i: u8| [2 * i, 2 * i + 1, 2 * i + 16, 2 * i + 17];
+            vec![
+                self.shuffle(b01l, b23l, (0..4).flat_map(words)),
+                self.shuffle(b01l, b23l, (4..8).flat_map(words)),
+                self.shuffle(b01h, b23h, (0..4).flat_map(words)),
+                self.shuffle(b01h, b23h, (4..8).flat_map(words)),
+            ]
+        };
+        for (k, x) in out.into_iter().enumerate() {
+            self.b.ins().store(mem(), x, dp, 16 * k as i32);
+        }
+    }
+
+    /// Byte `idx[i]` (0..16) of `table` in lane `i`.
+    fn lookup(&mut self, table: Value, idx: Value) -> Value {
+        debug_assert_eq!(self.lut, Lut::Pshufb);
+        self.b.ins().x86_pshufb(table, idx)
+    }
+
+    /// A constant shuffle of the 32 bytes of `a` then `b`.
+    fn shuffle(&mut self, a: Value, b: Value, order: impl IntoIterator<Item = u8>) -> Value {
+        let order: Vec<u8> = order.into_iter().collect();
+        debug_assert_eq!(order.len(), 16);
+        let imm = self.b.func.dfg.immediates.push(ConstantData::from(order));
+        self.b.ins().shuffle(a, b, imm)
+    }
+
+    /// A vector constant from its little-endian lane bytes (emitted where used).
+    fn vconst_lanes(&mut self, ty: Type, bytes: Vec<u8>) -> Value {
+        let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+        self.b.ins().vconst(ty, c)
     }
 
     /// For a 4-bit src at an odd nibble offset, computes element `j0` alone (when
