@@ -665,7 +665,7 @@ where
         while k < 16 {
             let q = S::load_vec(v, NIBBLES.as_ptr(), k);
             let y = F::eval(v, q, p.zv, p.sv);
-            D::store_vec::<V, false>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
+            D::store_vec::<V>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
             k += V::LANES;
         }
         D::tab(v, buf.0.as_ptr())
@@ -702,7 +702,7 @@ unsafe fn lut_seg<V, S, D, F>(
             #[inline(always)]
             move |k| {
                 let (s, d) = (src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
-                D::lut::<V, false>(v, t, s, d)
+                D::lut::<V>(v, t, s, d)
             },
             #[inline(always)]
             move |k| elem::<S, i64, D, F>(c, so + k, dst, dof + k, p.z, p.s),
@@ -742,7 +742,7 @@ unsafe fn seg<V, S, D, F, P>(
             move |k| {
                 let (z, s) = p.vec(v, k);
                 let y = F::eval(v, S::load_vec(v, src, so + k), z, s);
-                D::store_vec::<V, false>(v, dst, dof + k, y, F::QUIET)
+                D::store_vec::<V>(v, dst, dof + k, y, F::QUIET)
             },
             #[inline(always)]
             move |k| {

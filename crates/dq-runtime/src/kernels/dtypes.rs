@@ -58,15 +58,8 @@ pub trait FloatType: 'static {
     /// Stores `V::LANES` results from element `o` (f32 NaNs quieted when `quiet`).
     ///
     /// # Safety
-    /// `base` is valid for writing those elements (aligned to the vector size
-    /// when `NT`); only when `VECTOR`.
-    unsafe fn store_vec<V: Simd, const NT: bool>(
-        v: V,
-        base: *mut u8,
-        o: usize,
-        y: V::Float,
-        quiet: bool,
-    );
+    /// `base` is valid for writing those elements; only when `VECTOR`.
+    unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool);
     /// A 16-entry table of encoded dst values in registers.
     type Tab<V: Simd>: Copy;
     /// Elements per [`lut`](Self::lut) step: one vector of dst bytes.
@@ -80,8 +73,9 @@ pub trait FloatType: 'static {
     /// and stores them at `dst`.
     ///
     /// # Safety
-    /// As [`Simd::lut32`] / [`Simd::lut16`] for that many elements; only when `VECTOR`.
-    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: Self::Tab<V>, src: *const u8, dst: *mut u8);
+    /// As [`Simd::lut32`] / [`Simd::lut16`] (ordinary stores) for that many
+    /// elements; only when `VECTOR`.
+    unsafe fn lut<V: Simd>(v: V, t: Self::Tab<V>, src: *const u8, dst: *mut u8);
 }
 
 macro_rules! marker {
@@ -239,9 +233,9 @@ macro_rules! lut16_items {
             unsafe { v.tab16(p) }
         }
         #[inline(always)]
-        unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
+        unsafe fn lut<V: Simd>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
             // SAFETY: forwarded from the caller.
-            unsafe { v.lut16::<NT>(t, src, dst) }
+            unsafe { v.lut16::<false>(t, src, dst) }
         }
     };
 }
@@ -271,15 +265,9 @@ impl FloatType for F32 {
         unsafe { v.load_f32(base.add(o * 4)) }
     }
     #[inline(always)]
-    unsafe fn store_vec<V: Simd, const NT: bool>(
-        v: V,
-        base: *mut u8,
-        o: usize,
-        y: V::Float,
-        quiet: bool,
-    ) {
+    unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_f32::<NT>(base.add(o * 4), y, quiet) }
+        unsafe { v.store_f32::<false>(base.add(o * 4), y, quiet) }
     }
     type Tab<V: Simd> = V::Tab32;
     #[inline(always)]
@@ -292,9 +280,9 @@ impl FloatType for F32 {
         unsafe { v.tab32(p) }
     }
     #[inline(always)]
-    unsafe fn lut<V: Simd, const NT: bool>(v: V, t: V::Tab32, src: *const u8, dst: *mut u8) {
+    unsafe fn lut<V: Simd>(v: V, t: V::Tab32, src: *const u8, dst: *mut u8) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.lut32::<NT>(t, src, dst) }
+        unsafe { v.lut32::<false>(t, src, dst) }
     }
 }
 
@@ -323,15 +311,9 @@ impl FloatType for F16 {
         unsafe { v.load_f16(base.add(o * 2)) }
     }
     #[inline(always)]
-    unsafe fn store_vec<V: Simd, const NT: bool>(
-        v: V,
-        base: *mut u8,
-        o: usize,
-        y: V::Float,
-        _quiet: bool,
-    ) {
+    unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, _quiet: bool) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_f16::<NT>(base.add(o * 2), y) }
+        unsafe { v.store_f16::<false>(base.add(o * 2), y) }
     }
     lut16_items!();
 }
@@ -361,15 +343,9 @@ impl FloatType for BF16 {
         unsafe { v.load_bf16(base.add(o * 2)) }
     }
     #[inline(always)]
-    unsafe fn store_vec<V: Simd, const NT: bool>(
-        v: V,
-        base: *mut u8,
-        o: usize,
-        y: V::Float,
-        _quiet: bool,
-    ) {
+    unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, _quiet: bool) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_bf16::<NT>(base.add(o * 2), y) }
+        unsafe { v.store_bf16::<false>(base.add(o * 2), y) }
     }
     lut16_items!();
 }
@@ -395,13 +371,7 @@ impl FloatType for F64 {
     unsafe fn load_vec<V: Simd>(_v: V, _base: *const u8, _o: usize) -> V::Float {
         unreachable!("f64 dst takes the exact path")
     }
-    unsafe fn store_vec<V: Simd, const NT: bool>(
-        _v: V,
-        _b: *mut u8,
-        _o: usize,
-        _y: V::Float,
-        _q: bool,
-    ) {
+    unsafe fn store_vec<V: Simd>(_v: V, _b: *mut u8, _o: usize, _y: V::Float, _q: bool) {
         unreachable!("f64 dst takes the exact path")
     }
     type Tab<V: Simd> = ();
@@ -411,7 +381,7 @@ impl FloatType for F64 {
     unsafe fn tab<V: Simd>(_v: V, _p: *const u8) {
         unreachable!("f64 dst takes the exact path")
     }
-    unsafe fn lut<V: Simd, const NT: bool>(_v: V, _t: (), _src: *const u8, _dst: *mut u8) {
+    unsafe fn lut<V: Simd>(_v: V, _t: (), _src: *const u8, _dst: *mut u8) {
         unreachable!("f64 dst takes the exact path")
     }
 }
