@@ -291,27 +291,72 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     // it: ordinary stores read every dst line first, and the data is not reused.
     let big = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
     let streaming = big && arch::streaming();
+    let shape = Shape::of(&inner, vc.zp);
     // The closures must inline into the caller's `#[target_feature]` function, or
     // every intrinsic becomes a call.
-    // SAFETY (both walks): rows of the plan's loop nest inside `range` (see run_exact).
+    // SAFETY (all walks): rows of the plan's loop nest inside `range` (see run_exact).
     if streaming {
         walk(
             plan.loops(),
             range,
             #[inline(always)]
-            |r| unsafe { stream_row::<V, S, D, F>(v, &mut vc, &inner, r) },
+            |r| unsafe { stream_row::<V, S, D, F>(v, &mut vc, &inner, shape, r) },
         );
         v.fence();
-    } else {
-        walk(
-            plan.loops(),
-            range,
-            #[inline(always)]
-            |r| unsafe {
-                let out = (vc.c.dst, r.dst + r.i0);
-                vec_row::<V, S, D, F>(v, &mut vc, &inner, r, out)
-            },
-        );
+        return;
+    }
+    // One walk per shape, so the per-run code has no shape branches.
+    macro_rules! rows {
+        ($($k:ident)*) => {
+            match shape {
+                $(Shape::$k => walk(
+                    plan.loops(),
+                    range,
+                    #[inline(always)]
+                    |r| unsafe {
+                        let out = (vc.c.dst, r.dst + r.i0);
+                        vec_row::<V, S, D, F, { Shape::$k as u8 }>(v, &mut vc, &inner, r, out)
+                    },
+                ),)*
+            }
+        };
+    }
+    rows!(Strided Const ElemZero ElemConst ElemEach Group);
+}
+
+/// The loop shape of a job's innermost runs, decided once per call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Shape {
+    /// Not contiguous in src or dst: element by element.
+    Strided,
+    /// One scale for each whole run.
+    Const,
+    /// A scale per element, no zero point (or zero).
+    ElemZero,
+    /// A scale per element, one zero point for all.
+    ElemConst,
+    /// A scale and a zero point per element.
+    ElemEach,
+    /// A scale per group along the run.
+    Group,
+}
+
+impl Shape {
+    fn of(inner: &Loop, zp: Zp<'_>) -> Shape {
+        if inner.src_stride != 1 || inner.dst_stride != 1 {
+            Shape::Strided
+        } else if inner.group >= inner.len {
+            Shape::Const
+        } else if inner.group == 1 && inner.scale_stride == 1 {
+            match zp {
+                Zp::Const(0) => Shape::ElemZero,
+                Zp::Const(_) => Shape::ElemConst,
+                Zp::Each(..) => Shape::ElemEach,
+            }
+        } else {
+            Shape::Group
+        }
     }
 }
 
@@ -329,12 +374,14 @@ unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
     v: V,
     vc: &mut VecCtx<'_>,
     inner: &Loop,
+    shape: Shape,
     r: Row,
 ) {
     let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
-    if inner.src_stride != 1 || inner.dst_stride != 1 {
+    if shape == Shape::Strided {
         // SAFETY: forwarded (the strided arm writes dst directly).
-        return unsafe { vec_row::<V, S, D, F>(v, vc, inner, r, (vc.c.dst, 0)) };
+        let out = (vc.c.dst, 0);
+        return unsafe { vec_row::<V, S, D, F, { Shape::Strided as u8 }>(v, vc, inner, r, out) };
     }
     #[repr(C, align(64))]
     struct Tile([u8; TILE]);
@@ -357,19 +404,46 @@ unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
                 i1: end,
                 ..r
             };
-            vec_row::<V, S, D, F>(v, vc, inner, part, (buf, 0));
+            any_row::<V, S, D, F>(v, vc, inner, shape, part, (buf, 0));
             v.stream_copy(row.add(i * D::SIZE), buf, (end - i) * D::SIZE);
         }
         i = end;
     }
 }
 
-/// One innermost run, choosing its loop shape.
+/// One innermost run of shape `shape`.
 ///
 /// # Safety
-/// `r` is a run of the plan's loop nest inside the job's range.
+/// As [`vec_row`].
 #[inline(always)]
-unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
+unsafe fn any_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
+    v: V,
+    vc: &mut VecCtx<'_>,
+    inner: &Loop,
+    shape: Shape,
+    r: Row,
+    out: (*mut u8, usize),
+) {
+    macro_rules! row {
+        ($($k:ident)*) => {
+            match shape {
+                // SAFETY: forwarded.
+                $(Shape::$k => unsafe {
+                    vec_row::<V, S, D, F, { Shape::$k as u8 }>(v, vc, inner, r, out)
+                },)*
+            }
+        };
+    }
+    row!(Strided Const ElemZero ElemConst ElemEach Group)
+}
+
+/// One innermost run of shape `SHAPE` (a [`Shape`] as u8), results to `out`
+/// plus an element offset.
+///
+/// # Safety
+/// `r` is a run of the plan's loop nest inside the job's range, of that shape.
+#[inline(always)]
+unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8>(
     v: V,
     vc: &mut VecCtx<'_>,
     inner: &Loop,
@@ -377,43 +451,35 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
     (out, out0): (*mut u8, usize),
 ) {
     let c = &vc.c;
-    if inner.src_stride != 1 || inner.dst_stride != 1 {
-        // (d) general strided fallback.
-        // SAFETY: forwarded; zero-point indices are the job's.
-        return unsafe { exact_row::<S, i64, D, F>(c, inner, r, |zi| vc.zp.at(zi)) };
-    }
-    let g = inner.group;
+    let (so, n) = (r.src + r.i0, r.i1 - r.i0);
     // SAFETY (all arms): the segments cover exactly the run's elements, their
     // results going to `out` (caller).
     unsafe {
-        if g >= inner.len {
+        if SHAPE == Shape::Strided as u8 {
+            // (d) general strided fallback; zero-point indices are the job's.
+            exact_row::<S, i64, D, F>(c, inner, r, |zi| vc.zp.at(zi))
+        } else if SHAPE == Shape::Const as u8 {
             // (a) one scale for the whole contiguous run.
             let p = const_p::<V, D>(v, vc, r.scale);
-            const_seg::<V, S, D, F>(v, c, r.src + r.i0, (out, out0), r.i1 - r.i0, &p);
-        } else if g == 1 && inner.scale_stride == 1 {
-            // (b) a scale per element.
-            let (so, dof, si, n) = (r.src + r.i0, out0, r.scale + r.i0, r.i1 - r.i0);
-            match vc.zp {
-                Zp::Const(0) => {
-                    // Symmetric: a zero the compiler sees (no subtraction).
-                    let p = ElemP::<V, D, true>::new(v, c, 0, si);
-                    seg::<V, S, D, F, _>(v, c, so, (out, dof), n, &p);
-                }
-                Zp::Const(z) => {
-                    let p = ElemP::<V, D, false>::new(v, c, z, si);
-                    seg::<V, S, D, F, _>(v, c, so, (out, dof), n, &p);
-                }
-                Zp::Each(..) => {
-                    let zps = vc.widened.slice(vc.zp, si, n);
-                    let p = ElemZ::<V, D> {
-                        zps,
-                        p: ElemP::new(v, c, 0, si),
-                    };
-                    seg::<V, S, D, F, _>(v, c, so, (out, dof), n, &p);
-                }
-            }
+            const_seg::<V, S, D, F>(v, c, so, (out, out0), n, &p);
+        } else if SHAPE == Shape::ElemZero as u8 {
+            // (b) a scale per element; symmetric: a zero the compiler sees.
+            let p = ElemP::<V, D, true>::new(v, c, 0, r.scale + r.i0);
+            seg::<V, S, D, F, _>(v, c, so, (out, out0), n, &p);
+        } else if SHAPE == Shape::ElemConst as u8 {
+            let p = ElemP::<V, D, false>::new(v, c, vc.zp.at(0), r.scale + r.i0);
+            seg::<V, S, D, F, _>(v, c, so, (out, out0), n, &p);
+        } else if SHAPE == Shape::ElemEach as u8 {
+            let si = r.scale + r.i0;
+            let zps = vc.widened.slice(vc.zp, si, n);
+            let p = ElemZ::<V, D> {
+                zps,
+                p: ElemP::new(v, c, 0, si),
+            };
+            seg::<V, S, D, F, _>(v, c, so, (out, out0), n, &p);
         } else {
             // (c) a scale per group; the run may start and end mid-group.
+            let g = inner.group;
             let (mut i, mut j) = (r.i0, r.i0 / g);
             while i < r.i1 {
                 let end = r.i1.min((j + 1) * g);
