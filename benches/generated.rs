@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Bencher, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, Tensor, TensorDesc, TensorMut};
 
 const SMALL: (usize, usize) = (256, 256);
@@ -119,7 +119,9 @@ fn data(b: &Bench, (rows, cols): (usize, usize)) -> Data {
     }
 }
 
-fn run(d: &mut Data, k: &dyn Kernel) {
+/// Times `k` on `d`: binding the plan to the buffers (validation) and running it,
+/// per call; the tensor views are built once, as a caller reusing buffers would.
+fn time_kernel(bn: &mut Bencher<'_>, d: &mut Data, k: &dyn Kernel) {
     let src = Tensor {
         desc: d.plan.src().clone(),
         data: &d.src,
@@ -136,8 +138,11 @@ fn run(d: &mut Data, k: &dyn Kernel) {
         desc: d.plan.dst().clone(),
         data: &mut d.dst,
     };
-    let job = d.plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
-    job.run(k).unwrap();
+    let plan = &d.plan;
+    bn.iter(|| {
+        let job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
+        job.run(k).unwrap();
+    });
 }
 
 /// The hand-written AVX2 s8 -> f32 per-channel loop (the cache-resident yardstick).
@@ -186,27 +191,27 @@ fn kernels(c: &mut Criterion) {
             let mut d = data(&b, size);
             g.throughput(Throughput::Bytes(d.bytes));
             g.bench_function(BenchmarkId::new("generated", label), |bn| {
-                bn.iter(|| run(&mut d, generated))
+                time_kernel(bn, &mut d, generated)
             });
             // The reference is slow: the small size only, and 16M for the first case
             // at a smaller sample count.
             if label == "64K" || b.name == "s8-f32/per_channel" {
                 g.bench_function(BenchmarkId::new("reference", label), |bn| {
-                    bn.iter(|| run(&mut d, &reference))
+                    time_kernel(bn, &mut d, &reference)
                 });
             }
             #[cfg(target_arch = "x86_64")]
             if b.name == "s8-f32/per_channel" && std::arch::is_x86_feature_detected!("avx2") {
-                let src: Vec<i8> = d.src.iter().map(|&x| x as i8).collect();
-                let scales: Vec<f32> = d
-                    .scales
-                    .chunks(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect();
-                let mut out = vec![0f32; size.0 * size.1];
+                // The same buffers as the generated kernel: only the code differs.
+                let Data {
+                    src, scales, dst, ..
+                } = &mut d;
+                let src: &[i8] = bytemuck::cast_slice(src);
+                let scales: &[f32] = bytemuck::cast_slice(scales);
+                let out: &mut [f32] = bytemuck::cast_slice_mut(dst);
                 g.bench_function(BenchmarkId::new("avx2-intrinsics", label), |bn| {
                     // SAFETY: AVX2 detected; cols is a multiple of 8.
-                    bn.iter(|| unsafe { avx2_s8_f32(black_box(&src), &scales, &mut out, size.1) })
+                    bn.iter(|| unsafe { avx2_s8_f32(black_box(src), scales, out, size.1) })
                 });
             }
         }

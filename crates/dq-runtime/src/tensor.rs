@@ -44,12 +44,24 @@ impl TensorDesc {
     /// dimension that already overflows [`numel`](Self::numel)).
     pub fn dense_strides(shape: &[usize]) -> Vec<usize> {
         let mut s = vec![0; shape.len()];
-        let mut acc = 1usize;
-        for d in (0..shape.len()).rev() {
-            s[d] = acc;
-            acc = acc.saturating_mul(shape[d]);
-        }
+        fill_dense(shape, &mut s);
         s
+    }
+
+    /// Calls `f` with the strides in force, without allocating for ranks up to 8
+    /// (binding a plan to buffers runs on every call).
+    pub(crate) fn visit_strides<R>(&self, f: impl FnOnce(&[usize]) -> R) -> R {
+        if let Some(s) = &self.strides {
+            return f(s);
+        }
+        let mut buf = [0usize; 8];
+        match buf.get_mut(..self.shape.len()) {
+            Some(b) => {
+                fill_dense(&self.shape, b);
+                f(b)
+            }
+            None => f(&Self::dense_strides(&self.shape)),
+        }
     }
 
     /// The strides in force: explicit ones or dense row-major.
@@ -95,14 +107,16 @@ impl TensorDesc {
         if numel == 0 {
             return Ok(0);
         }
-        let strides = self.strides_or_dense();
-        let mut last = 0usize;
-        for (&d, &s) in self.shape.iter().zip(&strides) {
-            let reach = (d - 1).checked_mul(s).ok_or_else(overflow)?;
-            last = last.checked_add(reach).ok_or_else(overflow)?;
-        }
-        let elems = last.checked_add(1).ok_or_else(overflow)?;
-        self.dtype.bytes_for(elems).ok_or_else(overflow)
+        let elems = self.visit_strides(|strides| {
+            let mut last = 0usize;
+            for (&d, &s) in self.shape.iter().zip(strides) {
+                last = last.checked_add((d - 1).checked_mul(s)?)?;
+            }
+            last.checked_add(1)
+        });
+        elems
+            .and_then(|e| self.dtype.bytes_for(e))
+            .ok_or_else(overflow)
     }
 
     /// `dtype[shape]` or `dtype[shape]/strides`, for messages.
@@ -111,6 +125,15 @@ impl TensorDesc {
             None => format!("{}{:?}", self.dtype, self.shape),
             Some(s) => format!("{}{:?} strides {:?}", self.dtype, self.shape, s),
         }
+    }
+}
+
+/// Writes the dense row-major strides of `shape` into `out` (same length).
+fn fill_dense(shape: &[usize], out: &mut [usize]) {
+    let mut acc = 1usize;
+    for (o, &d) in out.iter_mut().zip(shape).rev() {
+        *o = acc;
+        acc = acc.saturating_mul(d);
     }
 }
 

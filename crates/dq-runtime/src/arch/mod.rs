@@ -202,6 +202,9 @@ pub unsafe trait Simd: Lanes {
     unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: Self::Float);
     /// Orders earlier non-temporal stores before later stores.
     fn fence(self);
+    /// Hints that the line holding `p` will be written soon. Any address is
+    /// allowed: a prefetch never faults and `p` is not dereferenced.
+    fn prefetch(self, p: *const u8);
 
     /// Copies `n` bytes from `src` to `dst`: whole 64-byte aligned lines of dst
     /// with non-temporal stores, the partial lines at either end with ordinary

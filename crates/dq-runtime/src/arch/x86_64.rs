@@ -274,6 +274,13 @@ unsafe impl Simd for Avx2 {
     }
 
     #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        // SAFETY: SSE present on every x86-64; a prefetch does not access memory
+        // architecturally (no fault, whatever the address).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
+
+    #[inline(always)]
     unsafe fn stream_copy(self, dst: *mut u8, src: *const u8, n: usize) {
         // SAFETY: as the caller promised; the body's stores are 32-byte aligned.
         unsafe {
@@ -581,6 +588,13 @@ unsafe impl Simd for Avx512 {
     fn fence(self) {
         // SAFETY: SSE present on every x86-64.
         unsafe { _mm_sfence() }
+    }
+
+    #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        // SAFETY: SSE present on every x86-64; a prefetch does not access memory
+        // architecturally (no fault, whatever the address).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
     }
 
     #[inline(always)]

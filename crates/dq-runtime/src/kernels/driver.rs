@@ -19,6 +19,8 @@ struct Ctx {
     zps: *const u8,
     dst: *mut u8,
     zps_broadcast: bool,
+    /// Prefetch dst lines ahead of the stores (vector paths).
+    prefetch: bool,
 }
 
 impl Ctx {
@@ -29,6 +31,7 @@ impl Ctx {
             zps: job.zps().as_ptr(),
             dst: job.dst_ptr(),
             zps_broadcast: job.plan().zps_broadcast(),
+            prefetch: false,
         }
     }
 }
@@ -63,6 +66,9 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
     };
     if range.is_empty() {
         return;
+    }
+    if let [outer] = outer {
+        return walk2(outer, inner, range, f);
     }
     // No allocation for nests of up to 8 loops.
     let (mut small, mut big) = ([Pos::default(); 8], Vec::new());
@@ -121,6 +127,36 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
             dst -= lp.len * lp.dst_stride;
             scale -= p.g * lp.scale_stride;
             *p = Pos::default();
+        }
+    }
+}
+
+/// [`walk`] for a nest of two loops (most plans, once collapsed): rows directly.
+#[inline(always)]
+fn walk2(outer: &Loop, inner: &Loop, range: Range<usize>, mut f: impl FnMut(Row)) {
+    let row = range.start / inner.len;
+    let (mut src, mut dst) = (row * outer.src_stride, row * outer.dst_stride);
+    let mut scale = row / outer.group * outer.scale_stride;
+    let mut within = row % outer.group;
+    let mut i0 = range.start % inner.len;
+    let mut left = range.len();
+    while left > 0 {
+        let i1 = inner.len.min(i0 + left);
+        f(Row {
+            src,
+            dst,
+            scale,
+            i0,
+            i1,
+        });
+        left -= i1 - i0;
+        i0 = 0;
+        src += outer.src_stride;
+        dst += outer.dst_stride;
+        within += 1;
+        if within == outer.group {
+            within = 0;
+            scale += outer.scale_stride;
         }
     }
 }
@@ -282,15 +318,17 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     let Some(inner) = plan.loops().last().copied() else {
         return;
     };
+    // Outputs bigger than (half) the last-level cache: dst lines come from memory.
+    let big = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
+    let streaming = big && arch::streaming();
     let mut vc = VecCtx {
-        c: Ctx::new(job),
+        c: Ctx {
+            prefetch: big && !streaming,
+            ..Ctx::new(job)
+        },
         zp: Zp::new(job),
         widened: Widened::default(),
     };
-    // With streaming on, outputs bigger than (half) the last-level cache bypass
-    // it: ordinary stores read every dst line first, and the data is not reused.
-    let big = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
-    let streaming = big && arch::streaming();
     let shape = Shape::of(&inner, vc.zp);
     // The closures must inline into the caller's `#[target_feature]` function, or
     // every intrinsic becomes a call.
@@ -305,13 +343,18 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
         v.fence();
         return;
     }
+    // SAFETY: as the walks below.
+    let parts = match unsafe { shared_rows::<V, S, D, F>(v, &vc, shape, plan.loops(), &range) } {
+        Some(partial) => partial,
+        None => [range, 0..0],
+    };
     // One walk per shape, so the per-run code has no shape branches.
     macro_rules! rows {
-        ($($k:ident)*) => {
+        ($part:ident, $($k:ident)*) => {
             match shape {
                 $(Shape::$k => walk(
                     plan.loops(),
-                    range,
+                    $part,
                     #[inline(always)]
                     |r| unsafe {
                         let out = (vc.c.dst, r.dst + r.i0);
@@ -321,7 +364,57 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
             }
         };
     }
-    rows!(Strided Const ElemZero ElemConst ElemEach Group);
+    for part in parts {
+        rows!(part, Strided Const ElemZero ElemConst ElemEach Group);
+    }
+}
+
+/// Whole rows of a two-loop nest with a scale per element and one zero point,
+/// all reading the same scales: one tight loop over the rows (no per-row
+/// setup, parameters hoisted). Returns the partial rows left at either end of
+/// `range`, or `None` when the job is not of that form.
+///
+/// # Safety
+/// As [`run_vector`]; `vc` is the job's.
+#[inline(always)]
+unsafe fn shared_rows<V: Simd, S: IntType, D: FloatType, F: Formula>(
+    v: V,
+    vc: &VecCtx<'_>,
+    shape: Shape,
+    loops: &[Loop],
+    range: &Range<usize>,
+) -> Option<[Range<usize>; 2]> {
+    let [outer, inner] = loops else {
+        return None;
+    };
+    let n = inner.len;
+    let (r0, r1) = (range.start.div_ceil(n), range.end / n);
+    let same_scales = outer.is_constant() || outer.scale_stride == 0;
+    if !(same_scales && r0 < r1) {
+        return None;
+    }
+    let c = &vc.c;
+    let (ss, ds) = (outer.src_stride, outer.dst_stride);
+    // SAFETY: rows r0..r1 are whole rows inside `range`; each reads scales
+    // 0..n (the outer loop adds no scale offset).
+    unsafe {
+        match shape {
+            Shape::ElemZero => {
+                let p = ElemP::<V, D, true>::new(v, c, 0, 0);
+                for r in r0..r1 {
+                    seg::<V, S, D, F, _>(v, c, r * ss, (c.dst, r * ds), n, &p);
+                }
+            }
+            Shape::ElemConst => {
+                let p = ElemP::<V, D, false>::new(v, c, vc.zp.at(0), 0);
+                for r in r0..r1 {
+                    seg::<V, S, D, F, _>(v, c, r * ss, (c.dst, r * ds), n, &p);
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some([range.start..r0 * n, r1 * n..range.end])
 }
 
 /// The loop shape of a job's innermost runs, decided once per call.
@@ -621,17 +714,17 @@ const fn is_4bit(d: Option<DType>) -> bool {
     matches!(d, Some(DType::S4 | DType::U4))
 }
 
-/// Splits a contiguous segment of `n` elements (src offset `so`, results at
-/// `dst` plus `dof` elements) into vectors of `step` elements: calls `vector(k)`
-/// on each start `k` and `scalar(k)` on elements no vector covers.
+/// Splits a contiguous segment of `n` elements from src offset `so` into
+/// vectors of `step` elements: calls `vector(k)` on each start `k` and
+/// `scalar(k)` on elements no vector covers. The last vector may overlap its
+/// predecessor (rewriting the same values) instead of leaving a scalar tail.
+/// Vectors of 4-bit src start at even nibbles.
 ///
-/// The first vector may be unaligned; the ones after it start at dst addresses
-/// aligned to a whole vector (no store splits a cache line); the last one may
-/// overlap its predecessor (rewriting the same values) instead of leaving a
-/// scalar tail. Vectors of 4-bit src start at even nibbles.
+/// Stores are not aligned: measured, a head to align dst costs more per run
+/// than the cache-line splits it saves, even for outputs far beyond the caches.
 #[inline(always)]
-fn split_seg<S: IntType, D: FloatType>(
-    (so, dst, dof, n): (usize, *mut u8, usize, usize),
+fn split_seg<S: IntType>(
+    (so, n): (usize, usize),
     step: usize,
     mut vector: impl FnMut(usize),
     mut scalar: impl FnMut(usize),
@@ -648,28 +741,31 @@ fn split_seg<S: IntType, D: FloatType>(
     for k in 0..first {
         scalar(k);
     }
-    let align = step * D::SIZE;
-    let addr = dst as usize + (dof + first) * D::SIZE;
-    let h = (align - addr % align) % align / D::SIZE;
-    let aligned = addr.is_multiple_of(D::SIZE) && (!four || h.is_multiple_of(2));
+    let last = n - step;
     let mut k = first;
-    if aligned && h != 0 {
-        vector(k);
-        k += h;
-    }
-    while k + step <= n {
+    while k <= last {
         vector(k);
         k += step;
     }
     if k < n {
-        let mut last = n - step;
-        if four && !(so + last).is_multiple_of(2) {
-            last -= 1; // > first, as so + first is even
-        }
+        // 4-bit: back to an even nibble (still > first, as so + first is even).
+        let last = last - usize::from(four && !(so + last).is_multiple_of(2));
         vector(last);
         for k in last + step..n {
             scalar(k);
         }
+    }
+}
+
+/// How far ahead of the stores dst lines are prefetched, in bytes.
+const PREFETCH_AHEAD: usize = 1024;
+
+/// Prefetches the dst line `PREFETCH_AHEAD` bytes past element `i`, when `on`
+/// (outputs beyond the caches: the stores then wait on fetching each line).
+#[inline(always)]
+fn prefetch_dst<V: Simd, D: FloatType>(v: V, on: bool, dst: *mut u8, i: usize) {
+    if on {
+        v.prefetch(dst.wrapping_add(i * D::SIZE + PREFETCH_AHEAD));
     }
 }
 
@@ -762,11 +858,13 @@ unsafe fn lut_seg<V, S, D, F>(
     unsafe {
         let t = table::<V, S, D, F>(v, p);
         let src = c.src;
-        split_seg::<S, D>(
-            (so, dst, dof, n),
+        let pf = c.prefetch;
+        split_seg::<S>(
+            (so, n),
             D::lut_step::<V>(),
             #[inline(always)]
             move |k| {
+                prefetch_dst::<V, D>(v, pf, dst, dof + k);
                 let (s, d) = (src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
                 D::lut::<V>(v, t, s, d)
             },
@@ -800,12 +898,13 @@ unsafe fn seg<V, S, D, F, P>(
     // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
     // and vectors of `LANES` elements (from an even nibble for 4-bit src).
     unsafe {
-        let src = c.src;
-        split_seg::<S, D>(
-            (so, dst, dof, n),
+        let (src, pf) = (c.src, c.prefetch);
+        split_seg::<S>(
+            (so, n),
             V::LANES,
             #[inline(always)]
             move |k| {
+                prefetch_dst::<V, D>(v, pf, dst, dof + k);
                 let (z, s) = p.vec(v, k);
                 let y = F::eval(v, S::load_vec(v, src, so + k), z, s);
                 D::store_vec::<V>(v, dst, dof + k, y, F::QUIET)
