@@ -7,7 +7,7 @@ use core::ops::Range;
 use super::dtypes::{FloatType, IntType};
 use super::lanes::{ExactInt, Formula, Scalar};
 use crate::arch::{self, Simd};
-use crate::dtype::{DType, load_int};
+use crate::dtype::{DType, load_int, nibble, s4_value};
 use crate::exec::Job;
 use crate::plan::Loop;
 
@@ -263,11 +263,16 @@ impl<'a> Zp<'a> {
         }
     }
 
-    /// Zero point of scale index `si` (bounds-checked).
+    /// Zero point of scale index `si` (bounds-checked; the small dtypes inline,
+    /// as per-group runs read one per group).
     #[inline(always)]
     fn at(&self, si: usize) -> i64 {
         match *self {
             Zp::Const(z) => z,
+            Zp::Each(DType::U4, b) => nibble(b, si) as i64,
+            Zp::Each(DType::S4, b) => s4_value(nibble(b, si)) as i64,
+            Zp::Each(DType::U8, b) => b[si] as i64,
+            Zp::Each(DType::S8, b) => b[si] as i8 as i64,
             Zp::Each(d, b) => load_int(d, b, si),
         }
     }
@@ -573,12 +578,18 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8
         } else {
             // (c) a scale per group; the run may start and end mid-group.
             let g = inner.group;
+            // Whole groups of 4-bit src that split into table steps exactly.
+            let whole = is_4bit(S::DTYPE) && g >= LUT_MIN && g.is_multiple_of(D::lut_step::<V>());
             let (mut i, mut j) = (r.i0, r.i0 / g);
             while i < r.i1 {
                 let end = r.i1.min((j + 1) * g);
                 let p = const_p::<V, D>(v, vc, r.scale + j * inner.scale_stride);
-                let dof = out0 + (i - r.i0);
-                const_seg::<V, S, D, F>(v, c, r.src + i, (out, dof), end - i, &p);
+                let (so, dof) = (r.src + i, out0 + (i - r.i0));
+                if whole && end - i == g && so.is_multiple_of(2) {
+                    lut_group::<V, S, D, F>(v, c, so, (out, dof), g, &p);
+                } else {
+                    const_seg::<V, S, D, F>(v, c, so, (out, dof), end - i, &p);
+                }
                 i = end;
                 j += 1;
             }
@@ -871,6 +882,39 @@ unsafe fn lut_seg<V, S, D, F>(
             #[inline(always)]
             move |k| elem::<S, i64, D, F>(c, so + k, dst, dof + k, p.z, p.s),
         );
+    }
+}
+
+/// A whole group of 4-bit src by table lookup, without head or tail: `g` is a
+/// multiple of [`FloatType::lut_step`] and `so` is even.
+///
+/// # Safety
+/// As [`seg`]; `S` is 4-bit.
+#[inline(always)]
+unsafe fn lut_group<V, S, D, F>(
+    v: V,
+    c: &Ctx,
+    so: usize,
+    (dst, dof): (*mut u8, usize),
+    g: usize,
+    p: &ConstP<V, D::Work>,
+) where
+    V: Simd,
+    S: IntType,
+    D: FloatType,
+    F: Formula,
+{
+    // SAFETY: steps of `lut_step` elements from even nibbles, inside the group
+    // (caller).
+    unsafe {
+        let t = table::<V, S, D, F>(v, p);
+        let mut k = 0;
+        while k < g {
+            prefetch_dst::<V, D>(v, c.prefetch, dst, dof + k);
+            let (s, d) = (c.src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
+            D::lut::<V>(v, t, s, d);
+            k += D::lut_step::<V>();
+        }
     }
 }
 
