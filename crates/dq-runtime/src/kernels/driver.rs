@@ -58,7 +58,8 @@ struct Pos {
 }
 
 /// Calls `f` for each innermost run of logical elements `range`, in order.
-/// Offsets are updated incrementally (no division per run).
+/// Offsets are updated incrementally (no division per run). `f` has one call
+/// site: it is inlined once per instantiation.
 #[inline(always)]
 fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
     let Some((inner, outer)) = loops.split_last() else {
@@ -66,9 +67,6 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
     };
     if range.is_empty() {
         return;
-    }
-    if let [outer] = outer {
-        return walk2(outer, inner, range, f);
     }
     // No allocation for nests of up to 8 loops.
     let (mut small, mut big) = ([Pos::default(); 8], Vec::new());
@@ -127,36 +125,6 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
             dst -= lp.len * lp.dst_stride;
             scale -= p.g * lp.scale_stride;
             *p = Pos::default();
-        }
-    }
-}
-
-/// [`walk`] for a nest of two loops (most plans, once collapsed): rows directly.
-#[inline(always)]
-fn walk2(outer: &Loop, inner: &Loop, range: Range<usize>, mut f: impl FnMut(Row)) {
-    let row = range.start / inner.len;
-    let (mut src, mut dst) = (row * outer.src_stride, row * outer.dst_stride);
-    let mut scale = row / outer.group * outer.scale_stride;
-    let mut within = row % outer.group;
-    let mut i0 = range.start % inner.len;
-    let mut left = range.len();
-    while left > 0 {
-        let i1 = inner.len.min(i0 + left);
-        f(Row {
-            src,
-            dst,
-            scale,
-            i0,
-            i1,
-        });
-        left -= i1 - i0;
-        i0 = 0;
-        src += outer.src_stride;
-        dst += outer.dst_stride;
-        within += 1;
-        if within == outer.group {
-            within = 0;
-            scale += outer.scale_stride;
         }
     }
 }
@@ -338,21 +306,11 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     // The closures must inline into the caller's `#[target_feature]` function, or
     // every intrinsic becomes a call.
     // SAFETY (all walks): rows of the plan's loop nest inside `range` (see run_exact).
-    if streaming {
-        walk(
-            plan.loops(),
-            range,
-            #[inline(always)]
-            |r| unsafe { stream_row::<V, S, D, F>(v, &mut vc, &inner, shape, r) },
-        );
-        v.fence();
-        return;
-    }
     // SAFETY: as the walks below.
-    let parts = match unsafe { shared_rows::<V, S, D, F>(v, &vc, shape, plan.loops(), &range) } {
-        Some(partial) => partial,
-        None => [range, 0..0],
-    };
+    let shared = (!streaming)
+        .then(|| unsafe { shared_rows::<V, S, D, F>(v, &vc, shape, plan.loops(), &range) })
+        .flatten();
+    let parts = shared.unwrap_or([range, 0..0]);
     // One walk per shape, so the per-run code has no shape branches.
     macro_rules! rows {
         ($part:ident, $($k:ident)*) => {
@@ -362,8 +320,7 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
                     $part,
                     #[inline(always)]
                     |r| unsafe {
-                        let out = (vc.c.dst, r.dst + r.i0);
-                        vec_row::<V, S, D, F, { Shape::$k as u8 }>(v, &mut vc, &inner, r, out)
+                        row::<V, S, D, F, { Shape::$k as u8 }>(v, &mut vc, &inner, r, streaming)
                     },
                 ),)*
             }
@@ -371,6 +328,9 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     }
     for part in parts {
         rows!(part, Strided Const ElemZero ElemConst ElemEach Group);
+    }
+    if streaming {
+        v.fence();
     }
 }
 
@@ -461,78 +421,60 @@ impl Shape {
 /// Bytes of the tile a streamed run is computed in (stays in L1).
 const TILE: usize = 4096;
 
-/// One innermost run of a large output: computed a tile at a time in L1, each
-/// tile streamed to dst with non-temporal stores. Tiles end at 64-byte aligned
-/// dst addresses, so no cache line gets both kinds of store.
+/// One innermost run of shape `SHAPE`. With `streaming` (a large output), a
+/// contiguous run is computed a tile at a time in L1 and each tile streamed to
+/// dst with non-temporal stores; tiles end at 64-byte aligned dst addresses, so
+/// no cache line gets both kinds of store. One inlined [`vec_row`] serves both.
 ///
 /// # Safety
 /// As [`vec_row`].
 #[inline(always)]
-unsafe fn stream_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
+unsafe fn row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8>(
     v: V,
     vc: &mut VecCtx<'_>,
     inner: &Loop,
-    shape: Shape,
     r: Row,
+    streaming: bool,
 ) {
-    let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
-    if shape == Shape::Strided {
-        // SAFETY: forwarded (the strided arm writes dst directly).
-        let out = (vc.c.dst, 0);
-        return unsafe { vec_row::<V, S, D, F, { Shape::Strided as u8 }>(v, vc, inner, r, out) };
-    }
     #[repr(C, align(64))]
     struct Tile([u8; TILE]);
+    let tiled = streaming && SHAPE != Shape::Strided as u8;
     let mut tile = core::mem::MaybeUninit::<Tile>::uninit();
     let buf = tile.as_mut_ptr().cast::<u8>();
+    let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
     let mut i = r.i0;
-    while i < r.i1 {
-        // Up to TILE bytes, ending at an aligned address when that leaves some.
-        let start = row as usize + i * D::SIZE;
-        let lim = (start + TILE) & !63;
-        let end = match (lim.saturating_sub(row as usize) / D::SIZE).min(r.i1) {
-            e if e > i => e,
-            _ => (i + TILE / D::SIZE).min(r.i1),
-        };
-        // SAFETY: elements i..end of the run go to the tile (at most TILE bytes),
-        // then to their dst bytes, which are in view and this call's own.
-        unsafe {
-            let part = Row {
-                i0: i,
-                i1: end,
-                ..r
+    loop {
+        let (end, out) = if tiled {
+            // Up to TILE bytes, ending at an aligned address when that leaves some.
+            let start = row as usize + i * D::SIZE;
+            let lim = (start + TILE) & !63;
+            let end = match (lim.saturating_sub(row as usize) / D::SIZE).min(r.i1) {
+                e if e > i => e,
+                _ => (i + TILE / D::SIZE).min(r.i1),
             };
-            any_row::<V, S, D, F>(v, vc, inner, shape, part, (buf, 0));
-            v.stream_copy(row.add(i * D::SIZE), buf, (end - i) * D::SIZE);
+            (end, (buf, 0))
+        } else {
+            (r.i1, (vc.c.dst, r.dst + i))
+        };
+        let part = Row {
+            i0: i,
+            i1: end,
+            ..r
+        };
+        // SAFETY: elements i..end of the run go to dst, or to the tile (at most
+        // TILE bytes) and then to their dst bytes, which are in view and this
+        // call's own.
+        unsafe {
+            vec_row::<V, S, D, F, SHAPE>(v, vc, inner, part, out);
+            if tiled {
+                v.stream_copy(row.add(i * D::SIZE), buf, (end - i) * D::SIZE);
+            }
         }
         i = end;
+        if i >= r.i1 {
+            return;
+        }
     }
-}
-
-/// One innermost run of shape `shape`.
-///
-/// # Safety
-/// As [`vec_row`].
-#[inline(always)]
-unsafe fn any_row<V: Simd, S: IntType, D: FloatType, F: Formula>(
-    v: V,
-    vc: &mut VecCtx<'_>,
-    inner: &Loop,
-    shape: Shape,
-    r: Row,
-    out: (*mut u8, usize),
-) {
-    macro_rules! row {
-        ($($k:ident)*) => {
-            match shape {
-                // SAFETY: forwarded.
-                $(Shape::$k => unsafe {
-                    vec_row::<V, S, D, F, { Shape::$k as u8 }>(v, vc, inner, r, out)
-                },)*
-            }
-        };
-    }
-    row!(Strided Const ElemZero ElemConst ElemEach Group)
 }
 
 /// One innermost run of shape `SHAPE` (a [`Shape`] as u8), results to `out`
