@@ -520,18 +520,12 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8
         } else {
             // (c) a scale per group; the run may start and end mid-group.
             let g = inner.group;
-            // Whole groups of 4-bit src that split into table steps exactly.
-            let whole = is_4bit(S::DTYPE) && g >= LUT_MIN && g.is_multiple_of(D::lut_step::<V>());
             let (mut i, mut j) = (r.i0, r.i0 / g);
             while i < r.i1 {
                 let end = r.i1.min((j + 1) * g);
                 let p = const_p::<V, D>(v, vc, r.scale + j * inner.scale_stride);
-                let (so, dof) = (r.src + i, out0 + (i - r.i0));
-                if whole && end - i == g && so.is_multiple_of(2) {
-                    lut_group::<V, S, D, F>(v, c, so, (out, dof), g, &p);
-                } else {
-                    const_seg::<V, S, D, F>(v, c, so, (out, dof), end - i, &p);
-                }
+                let dof = out0 + (i - r.i0);
+                const_seg::<V, S, D, F>(v, c, r.src + i, (out, dof), end - i, &p);
                 i = end;
                 j += 1;
             }
@@ -787,8 +781,9 @@ where
     }
 }
 
-/// A constant-parameter segment of 4-bit src by table lookup: scalar head and
-/// tail as in [`seg`], whole vectors of dst in between.
+/// A constant-parameter segment of 4-bit src by table lookup: whole steps when
+/// it splits into them exactly, else scalar head and tail as in [`seg`] with
+/// whole vectors of dst in between.
 ///
 /// # Safety
 /// As [`seg`]; `S` is 4-bit.
@@ -810,54 +805,44 @@ unsafe fn lut_seg<V, S, D, F>(
     // and lookups of `step` elements from an even nibble.
     unsafe {
         let t = table::<V, S, D, F>(v, p);
-        let src = c.src;
-        let pf = c.prefetch;
+        let step = D::lut_step::<V>();
+        if so.is_multiple_of(2) && n.is_multiple_of(step) {
+            // Whole steps (typically a whole group): no head or tail to split.
+            let mut k = 0;
+            while k < n {
+                lut_at::<V, D>(v, c, t, so + k, (dst, dof + k));
+                k += step;
+            }
+            return;
+        }
         split_seg::<S>(
             (so, n),
-            D::lut_step::<V>(),
+            step,
             #[inline(always)]
-            move |k| {
-                prefetch_dst::<V, D>(v, pf, dst, dof + k);
-                let (s, d) = (src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
-                D::lut::<V>(v, t, s, d)
-            },
+            move |k| lut_at::<V, D>(v, c, t, so + k, (dst, dof + k)),
             #[inline(always)]
             move |k| elem::<S, i64, D, F>(c, so + k, dst, dof + k, p.z, p.s),
         );
     }
 }
 
-/// A whole group of 4-bit src by table lookup, without head or tail: `g` is a
-/// multiple of [`FloatType::lut_step`] and `so` is even.
+/// One table step: [`FloatType::lut_step`] elements from src nibble `so` (even)
+/// to dst element `dof`.
 ///
 /// # Safety
-/// As [`seg`]; `S` is 4-bit.
+/// Those elements are in view, in the job's range, and share the table's
+/// parameters.
 #[inline(always)]
-unsafe fn lut_group<V, S, D, F>(
+unsafe fn lut_at<V: Simd, D: FloatType>(
     v: V,
     c: &Ctx,
+    t: D::Tab<V>,
     so: usize,
     (dst, dof): (*mut u8, usize),
-    g: usize,
-    p: &ConstP<V, D::Work>,
-) where
-    V: Simd,
-    S: IntType,
-    D: FloatType,
-    F: Formula,
-{
-    // SAFETY: steps of `lut_step` elements from even nibbles, inside the group
-    // (caller).
-    unsafe {
-        let t = table::<V, S, D, F>(v, p);
-        let mut k = 0;
-        while k < g {
-            prefetch_dst::<V, D>(v, c.prefetch, dst, dof + k);
-            let (s, d) = (c.src.add((so + k) / 2), dst.add((dof + k) * D::SIZE));
-            D::lut::<V>(v, t, s, d);
-            k += D::lut_step::<V>();
-        }
-    }
+) {
+    prefetch_dst::<V, D>(v, c.prefetch, dst, dof);
+    // SAFETY: in view (caller); `so` even, so the step starts on a byte.
+    unsafe { D::lut::<V>(v, t, c.src.add(so / 2), dst.add(dof * D::SIZE)) }
 }
 
 /// A contiguous segment of `n` elements from src offset `so` and dst offset `dof`:
