@@ -186,21 +186,21 @@ pub unsafe trait Simd: Lanes {
     fn splat_int(self, v: i32) -> Self::Int;
     /// Every lane `v`.
     fn splat_float(self, v: f32) -> Self::Float;
-    /// Stores as f32 (NaN quieted when `quiet`); `NT` = non-temporal.
+    /// Stores as f32 (NaN quieted when `quiet`).
     ///
     /// # Safety
-    /// `p` is valid for writing `LANES` f32; with `NT`, aligned to `LANES * 4`.
-    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: Self::Float, quiet: bool);
-    /// Stores as f16, nearest-even (NaN quieted); `NT` = non-temporal.
+    /// `p` is valid for writing `LANES` f32.
+    unsafe fn store_f32(self, p: *mut u8, y: Self::Float, quiet: bool);
+    /// Stores as f16, nearest-even (NaN quieted).
     ///
     /// # Safety
-    /// `p` is valid for writing `LANES` f16; with `NT`, aligned to `LANES * 2`.
-    unsafe fn store_f16<const NT: bool>(self, p: *mut u8, y: Self::Float);
-    /// Stores as bf16, nearest-even (NaN quieted); `NT` = non-temporal.
+    /// `p` is valid for writing `LANES` f16.
+    unsafe fn store_f16(self, p: *mut u8, y: Self::Float);
+    /// Stores as bf16, nearest-even (NaN quieted).
     ///
     /// # Safety
-    /// `p` is valid for writing `LANES` bf16; with `NT`, aligned to `LANES * 2`.
-    unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: Self::Float);
+    /// `p` is valid for writing `LANES` bf16.
+    unsafe fn store_bf16(self, p: *mut u8, y: Self::Float);
     /// Orders earlier non-temporal stores before later stores.
     fn fence(self);
     /// Hints that the line holding `p` will be written soon. Any address is
@@ -234,16 +234,14 @@ pub unsafe trait Simd: Lanes {
     /// and stores the `LANES` entries (one vector) at `dst`.
     ///
     /// # Safety
-    /// `src` is valid for reading `LANES / 2` bytes, `dst` for writing `LANES * 4`
-    /// (aligned to that when `NT`).
-    unsafe fn lut32<const NT: bool>(self, t: Self::Tab32, src: *const u8, dst: *mut u8);
+    /// `src` is valid for reading `LANES / 2` bytes, `dst` for writing `LANES * 4`.
+    unsafe fn lut32(self, t: Self::Tab32, src: *const u8, dst: *mut u8);
     /// Looks up `2 * LANES` 4-bit values packed at `src` (low nibble first) in `t`
     /// and stores the `2 * LANES` entries (one vector) at `dst`.
     ///
     /// # Safety
-    /// `src` is valid for reading `LANES` bytes, `dst` for writing `LANES * 4`
-    /// (aligned to that when `NT`).
-    unsafe fn lut16<const NT: bool>(self, t: Self::Tab16, src: *const u8, dst: *mut u8);
+    /// `src` is valid for reading `LANES` bytes, `dst` for writing `LANES * 4`.
+    unsafe fn lut16(self, t: Self::Tab16, src: *const u8, dst: *mut u8);
 }
 
 #[cfg(test)]

@@ -222,8 +222,8 @@ unsafe impl Simd for Avx2 {
         unsafe { _mm256_set1_ps(v) }
     }
     #[inline(always)]
-    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m256, quiet: bool) {
-        // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX2 (token).
+    unsafe fn store_f32(self, p: *mut u8, y: __m256, quiet: bool) {
+        // SAFETY: 32 writable bytes at p (caller); AVX2 (token).
         unsafe {
             let mut bits = _mm256_castps_si256(y);
             if quiet {
@@ -231,24 +231,20 @@ unsafe impl Simd for Avx2 {
                 let quiet = _mm256_and_si256(nan, _mm256_set1_epi32(0x0040_0000));
                 bits = _mm256_or_si256(bits, quiet);
             }
-            store256::<NT>(p, bits)
+            store256(p, bits)
         }
     }
     #[inline(always)]
-    unsafe fn store_f16<const NT: bool>(self, p: *mut u8, y: __m256) {
-        // SAFETY: 16 writable bytes at p, aligned when NT (caller); F16C (token).
+    unsafe fn store_f16(self, p: *mut u8, y: __m256) {
+        // SAFETY: 16 writable bytes at p (caller); F16C (token).
         unsafe {
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(y);
-            if NT {
-                _mm_stream_si128(p.cast(), h)
-            } else {
-                _mm_storeu_si128(p.cast(), h)
-            }
+            _mm_storeu_si128(p.cast(), h)
         }
     }
     #[inline(always)]
-    unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: __m256) {
-        // SAFETY: 16 writable bytes at p, aligned when NT (caller); AVX2 (token).
+    unsafe fn store_bf16(self, p: *mut u8, y: __m256) {
+        // SAFETY: 16 writable bytes at p (caller); AVX2 (token).
         unsafe {
             let x = _mm256_castps_si256(y);
             let mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff_ffff));
@@ -260,11 +256,7 @@ unsafe impl Simd for Avx2 {
             let qnan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
             let r = _mm256_blendv_epi8(rne, qnan, nan);
             let h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
-            if NT {
-                _mm_stream_si128(p.cast(), h)
-            } else {
-                _mm_storeu_si128(p.cast(), h)
-            }
+            _mm_storeu_si128(p.cast(), h)
         }
     }
     #[inline(always)]
@@ -311,7 +303,7 @@ unsafe impl Simd for Avx2 {
         }
     }
     #[inline(always)]
-    unsafe fn lut32<const NT: bool>(self, t: Self::Tab32, src: *const u8, dst: *mut u8) {
+    unsafe fn lut32(self, t: Self::Tab32, src: *const u8, dst: *mut u8) {
         // SAFETY: 4 readable bytes at src, 32 writable at dst (caller); AVX2 (token).
         unsafe {
             let x = _mm_cvtsi32_si128(src.cast::<i32>().read_unaligned());
@@ -322,18 +314,18 @@ unsafe impl Simd for Avx2 {
             let lo = _mm256_permutevar8x32_ps(t.0, idx);
             let hi = _mm256_permutevar8x32_ps(t.1, idx);
             let pick = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx));
-            store256::<NT>(dst, _mm256_castps_si256(_mm256_blendv_ps(lo, hi, pick)))
+            store256(dst, _mm256_castps_si256(_mm256_blendv_ps(lo, hi, pick)))
         }
     }
     #[inline(always)]
-    unsafe fn lut16<const NT: bool>(self, t: Self::Tab16, src: *const u8, dst: *mut u8) {
+    unsafe fn lut16(self, t: Self::Tab16, src: *const u8, dst: *mut u8) {
         // SAFETY: 8 readable bytes at src, 32 writable at dst (caller); AVX2 (token).
         unsafe {
             let idx = self.expand_nibbles(_mm_loadl_epi64(src.cast()));
             let lo = _mm_shuffle_epi8(t.0, idx);
             let hi = _mm_shuffle_epi8(t.1, idx);
             let y = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-            store256::<NT>(dst, y)
+            store256(dst, y)
         }
     }
 }
@@ -360,36 +352,24 @@ unsafe fn stream_lines(dst: *mut u8, src: *const u8, n: usize, line: impl Fn(*mu
     }
 }
 
-/// Stores 32 bytes, non-temporal when `NT`.
+/// Stores 32 bytes.
 ///
 /// # Safety
-/// `p` is valid for writing 32 bytes, aligned to 32 when `NT`; AVX present.
+/// `p` is valid for writing 32 bytes; AVX present.
 #[inline(always)]
-unsafe fn store256<const NT: bool>(p: *mut u8, bits: __m256i) {
+unsafe fn store256(p: *mut u8, bits: __m256i) {
     // SAFETY: as the caller promised.
-    unsafe {
-        if NT {
-            _mm256_stream_si256(p.cast(), bits)
-        } else {
-            _mm256_storeu_si256(p.cast(), bits)
-        }
-    }
+    unsafe { _mm256_storeu_si256(p.cast(), bits) }
 }
 
-/// Stores 64 bytes, non-temporal when `NT`.
+/// Stores 64 bytes.
 ///
 /// # Safety
-/// `p` is valid for writing 64 bytes, aligned to 64 when `NT`; AVX-512F present.
+/// `p` is valid for writing 64 bytes; AVX-512F present.
 #[inline(always)]
-unsafe fn store512<const NT: bool>(p: *mut u8, bits: __m512i) {
+unsafe fn store512(p: *mut u8, bits: __m512i) {
     // SAFETY: as the caller promised.
-    unsafe {
-        if NT {
-            _mm512_stream_si512(p.cast(), bits)
-        } else {
-            _mm512_storeu_si512(p.cast(), bits)
-        }
-    }
+    unsafe { _mm512_storeu_si512(p.cast(), bits) }
 }
 
 impl Lanes for Avx512 {
@@ -541,32 +521,28 @@ unsafe impl Simd for Avx512 {
         unsafe { _mm512_set1_ps(v) }
     }
     #[inline(always)]
-    unsafe fn store_f32<const NT: bool>(self, p: *mut u8, y: __m512, quiet: bool) {
-        // SAFETY: 64 writable bytes at p, aligned when NT (caller); AVX-512F (token).
+    unsafe fn store_f32(self, p: *mut u8, y: __m512, quiet: bool) {
+        // SAFETY: 64 writable bytes at p (caller); AVX-512F (token).
         unsafe {
             let mut bits = _mm512_castps_si512(y);
             if quiet {
                 let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
                 bits = _mm512_mask_or_epi32(bits, nan, bits, _mm512_set1_epi32(0x0040_0000));
             }
-            store512::<NT>(p, bits)
+            store512(p, bits)
         }
     }
     #[inline(always)]
-    unsafe fn store_f16<const NT: bool>(self, p: *mut u8, y: __m512) {
-        // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX-512F (token).
+    unsafe fn store_f16(self, p: *mut u8, y: __m512) {
+        // SAFETY: 32 writable bytes at p (caller); AVX-512F (token).
         unsafe {
             let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
-            if NT {
-                _mm256_stream_si256(p.cast(), h)
-            } else {
-                _mm256_storeu_si256(p.cast(), h)
-            }
+            _mm256_storeu_si256(p.cast(), h)
         }
     }
     #[inline(always)]
-    unsafe fn store_bf16<const NT: bool>(self, p: *mut u8, y: __m512) {
-        // SAFETY: 32 writable bytes at p, aligned when NT (caller); AVX-512F/BW (token).
+    unsafe fn store_bf16(self, p: *mut u8, y: __m512) {
+        // SAFETY: 32 writable bytes at p (caller); AVX-512F/BW (token).
         unsafe {
             let x = _mm512_castps_si512(y);
             let mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff_ffff));
@@ -577,11 +553,7 @@ unsafe impl Simd for Avx512 {
             let rne = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, bias));
             let qnan = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
             let h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, qnan));
-            if NT {
-                _mm256_stream_si256(p.cast(), h)
-            } else {
-                _mm256_storeu_si256(p.cast(), h)
-            }
+            _mm256_storeu_si256(p.cast(), h)
         }
     }
     #[inline(always)]
@@ -622,24 +594,24 @@ unsafe impl Simd for Avx512 {
         unsafe { _mm512_broadcast_i64x4(_mm256_loadu_si256(p.cast())) }
     }
     #[inline(always)]
-    unsafe fn lut32<const NT: bool>(self, t: __m512, src: *const u8, dst: *mut u8) {
+    unsafe fn lut32(self, t: __m512, src: *const u8, dst: *mut u8) {
         // SAFETY: 8 readable bytes at src, 64 writable at dst (caller); AVX-512F (token).
         unsafe {
             // Byte b -> dwords (b, b >> 4); the permute reads index bits 0..3.
             let q = _mm512_cvtepu8_epi64(_mm_loadl_epi64(src.cast()));
             let idx = _mm512_or_si512(q, _mm512_slli_epi64::<28>(q));
-            store512::<NT>(dst, _mm512_castps_si512(_mm512_permutexvar_ps(idx, t)))
+            store512(dst, _mm512_castps_si512(_mm512_permutexvar_ps(idx, t)))
         }
     }
     #[inline(always)]
-    unsafe fn lut16<const NT: bool>(self, t: __m512i, src: *const u8, dst: *mut u8) {
+    unsafe fn lut16(self, t: __m512i, src: *const u8, dst: *mut u8) {
         // SAFETY: 16 readable bytes at src, 64 writable at dst (caller); AVX-512BW (token).
         unsafe {
             // Byte b -> words (b, b >> 4); the permute reads index bits 0..4, and
             // the table repeats, so bit 4 (from the high nibble) does not matter.
             let d = _mm512_cvtepu8_epi32(_mm_loadu_si128(src.cast()));
             let idx = _mm512_or_si512(d, _mm512_slli_epi32::<12>(d));
-            store512::<NT>(dst, _mm512_permutexvar_epi16(idx, t))
+            store512(dst, _mm512_permutexvar_epi16(idx, t))
         }
     }
 }
@@ -711,44 +683,38 @@ mod tests {
         v
     }
 
-    /// Converts whole vectors with `store`, non-temporal or not.
-    fn convert<V: Simd>(v: V, xs: &[f32], nt: bool, f16: bool) -> Vec<u16> {
+    /// Converts whole vectors with `store_f16` or `store_bf16`.
+    fn convert<V: Simd>(v: V, xs: &[f32], f16: bool) -> Vec<u16> {
         let n = V::LANES;
-        let mut out = vec![0u16; xs.len() / n * n + 64];
-        // Align the output for the non-temporal stores.
-        let skip = out.as_ptr().align_offset(64);
+        let mut out = vec![0u16; xs.len() / n * n];
         for (i, chunk) in xs.chunks_exact(n).enumerate() {
             // SAFETY: `chunk` holds LANES f32; `out` has room for LANES u16 at
-            // `skip + i * n`, aligned to 64 bytes plus a multiple of LANES * 2.
+            // `i * n`.
             unsafe {
                 let y = v.load_f32(chunk.as_ptr().cast());
-                let p = out.as_mut_ptr().add(skip + i * n).cast::<u8>();
-                match (f16, nt) {
-                    (true, true) => v.store_f16::<true>(p, y),
-                    (true, false) => v.store_f16::<false>(p, y),
-                    (false, true) => v.store_bf16::<true>(p, y),
-                    (false, false) => v.store_bf16::<false>(p, y),
+                let p = out.as_mut_ptr().add(i * n).cast::<u8>();
+                if f16 {
+                    v.store_f16(p, y)
+                } else {
+                    v.store_bf16(p, y)
                 }
             }
         }
-        v.fence();
-        out[skip..skip + xs.len() / n * n].to_vec()
+        out
     }
 
     fn check<V: Simd>(v: V, isa: &str) {
-        for nt in [false, true] {
-            let xs = f16_inputs();
-            let got = convert(v, &xs, nt, true);
-            for (x, g) in xs.iter().zip(&got) {
-                let want = half::f16::from_f32(*x).to_bits();
-                assert_eq!(*g, want, "{isa} f16 of {:#010x} (nt {nt})", x.to_bits());
-            }
-            let xs = bf16_inputs();
-            let got = convert(v, &xs, nt, false);
-            for (x, g) in xs.iter().zip(&got) {
-                let want = half::bf16::from_f32(*x).to_bits();
-                assert_eq!(*g, want, "{isa} bf16 of {:#010x} (nt {nt})", x.to_bits());
-            }
+        let xs = f16_inputs();
+        let got = convert(v, &xs, true);
+        for (x, g) in xs.iter().zip(&got) {
+            let want = half::f16::from_f32(*x).to_bits();
+            assert_eq!(*g, want, "{isa} f16 of {:#010x}", x.to_bits());
+        }
+        let xs = bf16_inputs();
+        let got = convert(v, &xs, false);
+        for (x, g) in xs.iter().zip(&got) {
+            let want = half::bf16::from_f32(*x).to_bits();
+            assert_eq!(*g, want, "{isa} bf16 of {:#010x}", x.to_bits());
         }
     }
 

@@ -235,7 +235,7 @@ macro_rules! lut16_items {
         #[inline(always)]
         unsafe fn lut<V: Simd>(v: V, t: V::Tab16, src: *const u8, dst: *mut u8) {
             // SAFETY: forwarded from the caller.
-            unsafe { v.lut16::<false>(t, src, dst) }
+            unsafe { v.lut16(t, src, dst) }
         }
     };
 }
@@ -267,7 +267,7 @@ impl FloatType for F32 {
     #[inline(always)]
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_f32::<false>(base.add(o * 4), y, quiet) }
+        unsafe { v.store_f32(base.add(o * 4), y, quiet) }
     }
     type Tab<V: Simd> = V::Tab32;
     #[inline(always)]
@@ -282,7 +282,7 @@ impl FloatType for F32 {
     #[inline(always)]
     unsafe fn lut<V: Simd>(v: V, t: V::Tab32, src: *const u8, dst: *mut u8) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.lut32::<false>(t, src, dst) }
+        unsafe { v.lut32(t, src, dst) }
     }
 }
 
@@ -313,7 +313,7 @@ impl FloatType for F16 {
     #[inline(always)]
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, _quiet: bool) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_f16::<false>(base.add(o * 2), y) }
+        unsafe { v.store_f16(base.add(o * 2), y) }
     }
     lut16_items!();
 }
@@ -345,7 +345,7 @@ impl FloatType for BF16 {
     #[inline(always)]
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, _quiet: bool) {
         // SAFETY: forwarded from the caller.
-        unsafe { v.store_bf16::<false>(base.add(o * 2), y) }
+        unsafe { v.store_bf16(base.add(o * 2), y) }
     }
     lut16_items!();
 }
