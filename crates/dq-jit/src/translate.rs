@@ -328,7 +328,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             None
         };
         let tail = self.enter_vector(zb, j0);
-        let jv = self.emit_vector_loop(j0, j1, run, |t, j, sp, dp| {
+        let jv = self.emit_vector_loop(j0, j1, run, true, |t, j, sp, dp| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
                 Some(z) => [t.splat_z(z); 4],
@@ -364,9 +364,9 @@ impl<'a, 'f> Translator<'a, 'f> {
         let zv = self.splat_z(z);
         let jv = if self.lut_pays() {
             let tab = self.lut_table(sv, zv);
-            self.emit_vector_loop(j0, j1, run, |t, _, sp, dp| t.emit_lut_step(&tab, sp, dp))
+            self.emit_vector_loop(j0, j1, run, false, |t, _, sp, dp| t.emit_lut_step(&tab, sp, dp))
         } else {
-            self.emit_vector_loop(j0, j1, run, |t, _, sp, dp| {
+            self.emit_vector_loop(j0, j1, run, false, |t, _, sp, dp| {
                 t.emit_vector_step(sp, dp, [sv; 4], [zv; 4])
             })
         };
@@ -413,11 +413,15 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// The 16-wide loop from `j0` while 16 elements remain before `j1`; returns the
     /// first index not done. A 4-bit src starting on an odd nibble peels one
     /// element first, so vector loads start on a byte.
+    ///
+    /// The loop is bottom-tested and counts with the src address alone; `step`
+    /// gets the element index only when `with_j` (else `j0`, meaningless).
     fn emit_vector_loop(
         &mut self,
         j0: Value,
         j1: Value,
         run: Run,
+        with_j: bool,
         step: impl Fn(&mut Self, Value, Value, Value),
     ) -> Value {
         let j0 = if self.spec.src.is_4bit() {
@@ -425,42 +429,51 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             j0
         };
-        // Src and dst addresses of element `j0`, carried along with `j`.
+        // Elements the vector steps cover, and the first index after them.
+        let len = self.b.ins().isub(j1, j0);
+        let covered = self.b.ins().band_imm_s(len, -STEP);
+        let jv = self.b.ins().iadd(j0, covered);
+        // Src and dst addresses of element `j0`, carried along.
         let src_step = (self.spec.src.bits() as i64 * STEP) / 8;
         let so = self.b.ins().iadd(run.src, j0);
-        let so = if self.spec.src.is_4bit() {
-            self.b.ins().ushr_imm_s(so, 1)
+        let (so, src_len) = if self.spec.src.is_4bit() {
+            (
+                self.b.ins().ushr_imm_s(so, 1),
+                self.b.ins().ushr_imm_s(covered, 1),
+            )
         } else {
-            so
+            (so, covered)
         };
         let sp = self.b.ins().iadd(self.src, so);
+        let send = self.b.ins().iadd(sp, src_len);
         let w = self.spec.dst_bytes() as i64;
         let dof = self.b.ins().iadd(run.dst, j0);
         let dof = self.b.ins().imul_imm_s(dof, w);
         let dp = self.b.ins().iadd(self.dst, dof);
-        let head = self.b.create_block();
-        let j = self.b.append_block_param(head, types::I64);
-        let sp = {
-            let p = self.b.append_block_param(head, types::I64);
-            self.b.ins().jump(head, &[j0.into(), sp.into(), dp.into()]);
-            p
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let sp_p = self.b.append_block_param(body, types::I64);
+        let dp_p = self.b.append_block_param(body, types::I64);
+        let mut args: Vec<BlockArg> = vec![sp.into(), dp.into()];
+        let j = if with_j {
+            args.push(j0.into());
+            self.b.append_block_param(body, types::I64)
+        } else {
+            j0
         };
-        let dp = self.b.append_block_param(head, types::I64);
-        let (body, exit) = (self.b.create_block(), self.b.create_block());
-        let jout = self.b.append_block_param(exit, types::I64);
-        self.b.switch_to_block(head);
-        let jn = self.b.ins().iadd_imm_s(j, STEP);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, jn, j1);
-        self.b.ins().brif(fits, body, &[], exit, &[j.into()]);
+        self.b.ins().brif(covered, body, &args, exit, &[]);
         self.b.switch_to_block(body);
-        step(self, j, sp, dp);
-        let spn = self.b.ins().iadd_imm_s(sp, src_step);
-        let dpn = self.b.ins().iadd_imm_s(dp, STEP * w);
-        self.b
-            .ins()
-            .jump(head, &[jn.into(), spn.into(), dpn.into()]);
+        step(self, j, sp_p, dp_p);
+        let spn = self.b.ins().iadd_imm_s(sp_p, src_step);
+        let dpn = self.b.ins().iadd_imm_s(dp_p, STEP * w);
+        let mut args: Vec<BlockArg> = vec![spn.into(), dpn.into()];
+        if with_j {
+            args.push(self.b.ins().iadd_imm_s(j, STEP).into());
+        }
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, spn, send);
+        self.b.ins().brif(more, body, &args, exit, &[]);
         self.b.switch_to_block(exit);
-        jout
+        jv
     }
 
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
@@ -787,11 +800,19 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// 16 contiguous integer elements starting at byte address `addr` (4-bit: on
     /// the byte's low nibble) as four I32X4.
+    ///
+    /// One byte shuffle puts element `4j + k` in byte `j` of lane `k`; shifts then
+    /// extend byte `j` of every lane to I32 (x86 has one shuffle port, while
+    /// widening through I16X8 costs nine shuffles).
     fn load_int_vec_at(&mut self, t: DType, addr: Value) -> [Value; 4] {
-        let bytes = match t {
-            DType::S8 | DType::U8 => self.b.ins().load(types::I8X16, mem(), addr, 0),
+        let x = match t {
+            DType::S8 | DType::U8 => {
+                let v = self.b.ins().load(types::I8X16, mem(), addr, 0);
+                self.shuffle(v, v, (0..16).map(|i| 4 * (i % 4) + i / 4))
+            }
             _ => {
-                // 8 bytes = 16 nibbles; low nibble first.
+                // 8 bytes = 16 nibbles; low nibble first: element `e` is the low
+                // (even `e`) or high nibble of byte `e / 2`.
                 let w = self.b.ins().load(types::I64, mem(), addr, 0);
                 let v = self.b.ins().scalar_to_vector(types::I64X2, w);
                 let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
@@ -799,31 +820,32 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let lo = self.b.ins().band(v, m);
                 let hi = self.vushr(v, 4);
                 let hi = self.b.ins().band(hi, m);
-                let order: Vec<u8> = (0..8).flat_map(|i| [i, i + 16]).collect();
-                let imm = self.b.func.dfg.immediates.push(ConstantData::from(order));
-                let n = self.b.ins().shuffle(lo, hi, imm);
-                if t == DType::S4 {
-                    let e = self.vconst(types::I8X16, 8);
-                    let x = self.b.ins().bxor(n, e);
-                    self.b.ins().isub(x, e)
-                } else {
-                    n
-                }
+                let at = |e: u8| e / 2 + 16 * (e % 2);
+                self.shuffle(lo, hi, (0..16).map(|i| at(4 * (i % 4) + i / 4)))
             }
         };
+        let x = self.b.ins().bitcast(types::I32X4, lanes(), x);
+        // Bits of the value in its byte: 8, or 4 for a nibble (upper bits zero).
+        let bits = if t.is_4bit() { 4 } else { 8 };
         let signed = matches!(t, DType::S8 | DType::S4);
-        let (lo, hi) = self.widen(bytes, signed);
-        let (a, b) = self.widen(lo, signed);
-        let (c, d) = self.widen(hi, signed);
-        [a, b, c, d]
-    }
-
-    fn widen(&mut self, v: Value, signed: bool) -> (Value, Value) {
-        if signed {
-            (self.b.ins().swiden_low(v), self.b.ins().swiden_high(v))
-        } else {
-            (self.b.ins().uwiden_low(v), self.b.ins().uwiden_high(v))
+        let mut out = [x; 4];
+        for (j, o) in out.iter_mut().enumerate() {
+            let lowest = 8 * j as i64;
+            *o = if signed {
+                // Move the value's top bit to bit 31, then shift back arithmetically.
+                let up = 32 - bits - lowest;
+                let y = if up > 0 { self.vshl(x, up) } else { x };
+                self.vsshr(y, 32 - bits)
+            } else {
+                let y = if lowest > 0 { self.vushr(x, lowest) } else { x };
+                if lowest + 8 < 32 {
+                    self.and_c(y, 0xff)
+                } else {
+                    y
+                }
+            };
         }
+        out
     }
 
     /// Scales `base + j .. base + j + 16` as four F32X4.
@@ -864,6 +886,11 @@ impl<'a, 'f> Translator<'a, 'f> {
     fn vshl(&mut self, x: Value, n: i64) -> Value {
         let n = self.b.ins().iconst(types::I32, n);
         self.b.ins().ishl(x, n)
+    }
+
+    fn vsshr(&mut self, x: Value, n: i64) -> Value {
+        let n = self.b.ins().iconst(types::I32, n);
+        self.b.ins().sshr(x, n)
     }
 
     fn vushr(&mut self, x: Value, n: i64) -> Value {
