@@ -328,7 +328,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             None
         };
         let tail = self.enter_vector(zb, j0);
-        let jv = self.emit_vector_loop(j0, j1, run, true, |t, j, sp, dp| {
+        let jv = self.emit_vector_loop(j0, j1, run, true, STEP, |t, j, sp, dp| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
                 Some(z) => [t.splat_z(z); 4],
@@ -364,9 +364,9 @@ impl<'a, 'f> Translator<'a, 'f> {
         let zv = self.splat_z(z);
         let jv = if self.lut_pays() {
             let tab = self.lut_table(sv, zv);
-            self.emit_vector_loop(j0, j1, run, false, |t, _, sp, dp| t.emit_lut_step(&tab, sp, dp))
+            self.emit_lut_loop(j0, j1, run, &tab)
         } else {
-            self.emit_vector_loop(j0, j1, run, false, |t, _, sp, dp| {
+            self.emit_vector_loop(j0, j1, run, false, STEP, |t, _, sp, dp| {
                 t.emit_vector_step(sp, dp, [sv; 4], [zv; 4])
             })
         };
@@ -410,8 +410,8 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().splat(types::I32X4, z)
     }
 
-    /// The 16-wide loop from `j0` while 16 elements remain before `j1`; returns the
-    /// first index not done. A 4-bit src starting on an odd nibble peels one
+    /// The `elems`-wide loop (a power of two, 16 or 32) from `j0` while `elems`
+    /// elements remain before `j1`; returns the first index not done. A 4-bit src starting on an odd nibble peels one
     /// element first, so vector loads start on a byte.
     ///
     /// The loop is bottom-tested and counts with the src address alone; `step`
@@ -422,6 +422,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         j1: Value,
         run: Run,
         with_j: bool,
+        elems: i64,
         step: impl Fn(&mut Self, Value, Value, Value),
     ) -> Value {
         let j0 = if self.spec.src.is_4bit() {
@@ -431,10 +432,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         // Elements the vector steps cover, and the first index after them.
         let len = self.b.ins().isub(j1, j0);
-        let covered = self.b.ins().band_imm_s(len, -STEP);
+        let covered = self.b.ins().band_imm_s(len, -elems);
         let jv = self.b.ins().iadd(j0, covered);
         // Src and dst addresses of element `j0`, carried along.
-        let src_step = (self.spec.src.bits() as i64 * STEP) / 8;
+        let src_step = (self.spec.src.bits() as i64 * elems) / 8;
         let so = self.b.ins().iadd(run.src, j0);
         let (so, src_len) = if self.spec.src.is_4bit() {
             (
@@ -465,10 +466,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.switch_to_block(body);
         step(self, j, sp_p, dp_p);
         let spn = self.b.ins().iadd_imm_s(sp_p, src_step);
-        let dpn = self.b.ins().iadd_imm_s(dp_p, STEP * w);
+        let dpn = self.b.ins().iadd_imm_s(dp_p, elems * w);
         let mut args: Vec<BlockArg> = vec![spn.into(), dpn.into()];
         if with_j {
-            args.push(self.b.ins().iadd_imm_s(j, STEP).into());
+            args.push(self.b.ins().iadd_imm_s(j, elems).into());
         }
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, spn, send);
         self.b.ins().brif(more, body, &args, exit, &[]);
@@ -559,21 +560,60 @@ impl<'a, 'f> Translator<'a, 'f> {
         ]
     }
 
-    /// 16 elements by table lookup: 8 src bytes at `sp` (from a low nibble) to 16
-    /// dst elements at `dp`.
-    fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value) {
-        let w = self.b.ins().load(types::I64, mem(), sp, 0);
-        let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+    /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
+    /// when 16 are left; returns the first index not done.
+    fn emit_lut_loop(&mut self, j0: Value, j1: Value, run: Run, tab: &[Value]) -> Value {
+        let jv = self.emit_vector_loop(j0, j1, run, false, 2 * STEP, |t, _, sp, dp| {
+            t.emit_lut_step(tab, sp, dp, 2)
+        });
+        // `jv` is even (the loop peeled an odd start).
+        let left = self.b.ins().isub(j1, jv);
+        let one = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, left, STEP);
+        let (step, done) = (self.b.create_block(), self.b.create_block());
+        let jd = self.b.append_block_param(done, types::I64);
+        self.b.ins().brif(one, step, &[], done, &[jv.into()]);
+        self.b.switch_to_block(step);
+        let so = self.b.ins().iadd(run.src, jv);
+        let so = self.b.ins().ushr_imm_s(so, 1);
+        let sp = self.b.ins().iadd(self.src, so);
+        let dof = self.b.ins().iadd(run.dst, jv);
+        let dof = self.b.ins().imul_imm_s(dof, self.spec.dst_bytes() as i64);
+        let dp = self.b.ins().iadd(self.dst, dof);
+        self.emit_lut_step(tab, sp, dp, 1);
+        let jn = self.b.ins().iadd_imm_s(jv, STEP);
+        self.b.ins().jump(done, &[jn.into()]);
+        self.b.switch_to_block(done);
+        jd
+    }
+
+    /// `16 * halves` elements by table lookup: `8 * halves` src bytes at `sp` (from
+    /// a low nibble) to dst byte address `dp`.
+    fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value, halves: usize) {
+        let v = if halves == 2 {
+            self.b.ins().load(types::I8X16, mem(), sp, 0)
+        } else {
+            let w = self.b.ins().load(types::I64, mem(), sp, 0);
+            let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+            self.b.ins().bitcast(types::I8X16, lanes(), v)
+        };
         let m = self.vconst(types::I8X16, 0x0f);
-        let v8 = self.b.ins().bitcast(types::I8X16, lanes(), v);
-        let lo = self.b.ins().band(v8, m);
+        let lo = self.b.ins().band(v, m);
         // A 16-bit lane shift moves each byte's high nibble down (the mask drops
         // the bits shifted in from the next byte).
         let v16 = self.b.ins().bitcast(types::I16X8, lanes(), v);
         let hi = self.vushr(v16, 4);
         let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
         let hi = self.b.ins().band(hi, m);
-        let idx = self.shuffle(lo, hi, (0..8).flat_map(|i| [i, i + 16]));
+        let out_bytes = 16 * self.spec.dst_bytes() as i32;
+        for h in 0..halves as u8 {
+            // Nibbles 16h..16h+16 in element order.
+            let idx = self.shuffle(lo, hi, (8 * h..8 * h + 8).flat_map(|i| [i, i + 16]));
+            self.emit_lut_16(tab, idx, dp, out_bytes * h as i32);
+        }
+    }
+
+    /// The 16 elements whose nibbles are `idx`, stored at `dp + off`.
+    fn emit_lut_16(&mut self, tab: &[Value], idx: Value, dp: Value, off: i32) {
         let got: Vec<Value> = tab.iter().map(|&t| self.lookup(t, idx)).collect();
         let lo_bytes = |i: u8| [i, i + 16];
         let out: Vec<Value> = if got.len() == 2 {
@@ -595,7 +635,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             ]
         };
         for (k, x) in out.into_iter().enumerate() {
-            self.b.ins().store(mem(), x, dp, 16 * k as i32);
+            self.b.ins().store(mem(), x, dp, off + 16 * k as i32);
         }
     }
 
