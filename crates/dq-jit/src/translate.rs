@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    Block, BlockArg, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
+    Block, BlockArg, ConstantData, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode,
+    Type, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::FunctionBuilder;
@@ -117,6 +118,47 @@ impl<'a, 'f> Translator<'a, 'f> {
         t.b.finalize(cfg);
     }
 
+    /// The constant `v` is defined as, if an `iconst`.
+    fn const_of(&self, v: Value) -> Option<i64> {
+        let inst = self.b.func.dfg.value_def(v).inst()?;
+        match self.b.func.dfg.insts[inst] {
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
+    /// `a + b`, folding a constant 0 (fewer instructions to compile).
+    fn add(&mut self, a: Value, b: Value) -> Value {
+        if self.const_of(a) == Some(0) {
+            b
+        } else if self.const_of(b) == Some(0) {
+            a
+        } else {
+            self.b.ins().iadd(a, b)
+        }
+    }
+
+    /// `x + c`, folding `c == 0`.
+    fn add_imm(&mut self, x: Value, c: i64) -> Value {
+        if c == 0 {
+            x
+        } else {
+            self.b.ins().iadd_imm_s(x, c)
+        }
+    }
+
+    /// `x * c`, folding `c == 1` and a constant 0 `x`.
+    fn mul_imm(&mut self, x: Value, c: i64) -> Value {
+        if c == 1 || self.const_of(x) == Some(0) {
+            x
+        } else {
+            self.b.ins().imul_imm_s(x, c)
+        }
+    }
+
     fn iconst(&mut self, v: i64) -> Value {
         self.b.ins().iconst(types::I64, v)
     }
@@ -187,7 +229,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         let cnt = self.b.ins().umin(room, remaining);
         let base = self.emit_bases(&idx[..n - 1]);
-        let j1 = self.b.ins().iadd(idx[n - 1], cnt);
+        let j1 = self.add(idx[n - 1], cnt);
         self.emit_inner(idx[n - 1], j1, base);
         let left = self.b.ins().isub(remaining, cnt);
         let adv = self.b.create_block();
@@ -208,7 +250,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.b.ins().jump(run, &args);
             return;
         }
-        let next = self.b.ins().iadd_imm_s(idx[k - 1], 1);
+        let next = self.add_imm(idx[k - 1], 1);
         let wrap = self
             .b
             .ins()
@@ -237,14 +279,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         for (k, &i) in outer.iter().enumerate() {
             let l = self.spec.loops[k];
-            let s = self.b.ins().imul_imm_s(i, l.src_stride as i64);
-            r.src = self.b.ins().iadd(r.src, s);
-            let d = self.b.ins().imul_imm_s(i, l.dst_stride as i64);
-            r.dst = self.b.ins().iadd(r.dst, d);
+            let s = self.mul_imm(i, l.src_stride as i64);
+            r.src = self.add(r.src, s);
+            let d = self.mul_imm(i, l.dst_stride as i64);
+            r.dst = self.add(r.dst, d);
             if !l.is_constant() {
                 let g = self.b.ins().udiv_imm_s(i, l.group as i64);
-                let g = self.b.ins().imul_imm_s(g, l.scale_stride as i64);
-                r.scale = self.b.ins().iadd(r.scale, g);
+                let g = self.mul_imm(g, l.scale_stride as i64);
+                r.scale = self.add(r.scale, g);
             }
         }
         r
@@ -276,10 +318,10 @@ impl<'a, 'f> Translator<'a, 'f> {
             (j1, j1, run.scale)
         } else {
             let g = self.b.ins().udiv_imm_s(j0, inner.group as i64);
-            let next0 = self.b.ins().iadd_imm_s(g, 1);
-            let next0 = self.b.ins().imul_imm_s(next0, inner.group as i64);
-            let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-            let sidx0 = self.b.ins().iadd(run.scale, off);
+            let next0 = self.add_imm(g, 1);
+            let next0 = self.mul_imm(next0, inner.group as i64);
+            let off = self.mul_imm(g, inner.scale_stride as i64);
+            let sidx0 = self.add(run.scale, off);
             let next = self.b.append_block_param(head, types::I64);
             let sidx = self.b.append_block_param(head, types::I64);
             self.b
@@ -299,8 +341,8 @@ impl<'a, 'f> Translator<'a, 'f> {
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, seg_end, j1);
         let mut args: Vec<BlockArg> = vec![seg_end.into()];
         if !constant {
-            let next = self.b.ins().iadd_imm_s(next, inner.group as i64);
-            let sidx = self.b.ins().iadd_imm_s(sidx, inner.scale_stride as i64);
+            let next = self.add_imm(next, inner.group as i64);
+            let sidx = self.add_imm(sidx, inner.scale_stride as i64);
             args.extend([BlockArg::from(next), BlockArg::from(sidx)]);
         }
         self.b.ins().brif(more, head, &args, exit, &[]);
@@ -384,7 +426,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.append_block_param(tail, types::I64);
         if let Some(z) = z.filter(|_| self.an.z_checked) {
             let z = self.as_i64(z);
-            let biased = self.b.ins().iadd_imm_s(z, Z_LIMIT);
+            let biased = self.add_imm(z, Z_LIMIT);
             let ok = self
                 .b
                 .ins()
@@ -433,10 +475,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         // Elements the vector steps cover, and the first index after them.
         let len = self.b.ins().isub(j1, j0);
         let covered = self.b.ins().band_imm_s(len, -elems);
-        let jv = self.b.ins().iadd(j0, covered);
+        let jv = self.add(j0, covered);
         // Src and dst addresses of element `j0`, carried along.
         let src_step = (self.spec.src.bits() as i64 * elems) / 8;
-        let so = self.b.ins().iadd(run.src, j0);
+        let so = self.add(run.src, j0);
         let (so, src_len) = if self.spec.src.is_4bit() {
             (
                 self.b.ins().ushr_imm_s(so, 1),
@@ -445,12 +487,12 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             (so, covered)
         };
-        let sp = self.b.ins().iadd(self.src, so);
-        let send = self.b.ins().iadd(sp, src_len);
+        let sp = self.add(self.src, so);
+        let send = self.add(sp, src_len);
         let w = self.spec.dst_bytes() as i64;
-        let dof = self.b.ins().iadd(run.dst, j0);
-        let dof = self.b.ins().imul_imm_s(dof, w);
-        let dp = self.b.ins().iadd(self.dst, dof);
+        let dof = self.add(run.dst, j0);
+        let dof = self.mul_imm(dof, w);
+        let dp = self.add(self.dst, dof);
         let body = self.b.create_block();
         let exit = self.b.create_block();
         let sp_p = self.b.append_block_param(body, types::I64);
@@ -465,11 +507,11 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().brif(covered, body, &args, exit, &[]);
         self.b.switch_to_block(body);
         step(self, j, sp_p, dp_p);
-        let spn = self.b.ins().iadd_imm_s(sp_p, src_step);
-        let dpn = self.b.ins().iadd_imm_s(dp_p, elems * w);
+        let spn = self.add_imm(sp_p, src_step);
+        let dpn = self.add_imm(dp_p, elems * w);
         let mut args: Vec<BlockArg> = vec![spn.into(), dpn.into()];
         if with_j {
-            args.push(self.b.ins().iadd_imm_s(j, elems).into());
+            args.push(self.add_imm(j, elems).into());
         }
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, spn, send);
         self.b.ins().brif(more, body, &args, exit, &[]);
@@ -573,14 +615,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         let jd = self.b.append_block_param(done, types::I64);
         self.b.ins().brif(one, step, &[], done, &[jv.into()]);
         self.b.switch_to_block(step);
-        let so = self.b.ins().iadd(run.src, jv);
+        let so = self.add(run.src, jv);
         let so = self.b.ins().ushr_imm_s(so, 1);
-        let sp = self.b.ins().iadd(self.src, so);
-        let dof = self.b.ins().iadd(run.dst, jv);
-        let dof = self.b.ins().imul_imm_s(dof, self.spec.dst_bytes() as i64);
-        let dp = self.b.ins().iadd(self.dst, dof);
+        let sp = self.add(self.src, so);
+        let dof = self.add(run.dst, jv);
+        let dof = self.mul_imm(dof, self.spec.dst_bytes() as i64);
+        let dp = self.add(self.dst, dof);
         self.emit_lut_step(tab, sp, dp, 1);
-        let jn = self.b.ins().iadd_imm_s(jv, STEP);
+        let jn = self.add_imm(jv, STEP);
         self.b.ins().jump(done, &[jn.into()]);
         self.b.switch_to_block(done);
         jd
@@ -662,7 +704,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// For a 4-bit src at an odd nibble offset, computes element `j0` alone (when
     /// `j0 < j1`) and returns the next index.
     fn emit_peel(&mut self, j0: Value, j1: Value, run: Run) -> Value {
-        let so = self.b.ins().iadd(run.src, j0);
+        let so = self.add(run.src, j0);
         let odd = self.b.ins().band_imm_s(so, 1);
         let some = self.b.ins().icmp(IntCC::UnsignedLessThan, j0, j1);
         let some = self.b.ins().uextend(types::I64, some);
@@ -671,7 +713,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let jn = self.b.append_block_param(next, types::I64);
         self.b.ins().brif(peel, one, &[], next, &[j0.into()]);
         self.b.switch_to_block(one);
-        let j1p = self.b.ins().iadd_imm_s(j0, 1);
+        let j1p = self.add_imm(j0, 1);
         let p = self.fixed_params_for_peel(run);
         self.emit_scalar_loop(j0, j1p, run, p);
         self.b.ins().jump(next, &[j1p.into()]);
@@ -695,7 +737,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         self.emit_scalar_elem(j, run, p);
-        let jn = self.b.ins().iadd_imm_s(j, 1);
+        let jn = self.add_imm(j, 1);
         self.b.ins().jump(head, &[jn.into()]);
         self.b.switch_to_block(exit);
     }
@@ -710,8 +752,8 @@ impl<'a, 'f> Translator<'a, 'f> {
                     base
                 } else {
                     let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
-                    let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-                    self.b.ins().iadd(base, off)
+                    let off = self.mul_imm(g, inner.scale_stride as i64);
+                    self.add(base, off)
                 };
                 let s = self.load_scale(sidx);
                 let zidx = if self.spec.zps_broadcast {
@@ -722,12 +764,12 @@ impl<'a, 'f> Translator<'a, 'f> {
                 (s, self.load_zp(zidx))
             }
         };
-        let so = self.b.ins().imul_imm_s(j, inner.src_stride as i64);
-        let so = self.b.ins().iadd(run.src, so);
+        let so = self.mul_imm(j, inner.src_stride as i64);
+        let so = self.add(run.src, so);
         let q = self.load_int(self.spec.src, self.src, so);
         let y = self.eval(q, z, s, false);
-        let dof = self.b.ins().imul_imm_s(j, inner.dst_stride as i64);
-        let dof = self.b.ins().iadd(run.dst, dof);
+        let dof = self.mul_imm(j, inner.dst_stride as i64);
+        let dof = self.add(run.dst, dof);
         self.store_scalar(dof, y);
     }
 
@@ -753,7 +795,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let v = match t {
             DType::S4 | DType::U4 => {
                 let byte = self.b.ins().ushr_imm_s(o, 1);
-                let addr = self.b.ins().iadd(buf, byte);
+                let addr = self.add(buf, byte);
                 let x = self.b.ins().uload8(types::I64, mem(), addr, 0);
                 let sh = self.b.ins().band_imm_s(o, 1);
                 let sh = self.b.ins().ishl_imm_s(sh, 2);
@@ -761,13 +803,13 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let x = self.b.ins().band_imm_s(x, 15);
                 if t == DType::S4 {
                     let x = self.b.ins().bxor_imm_s(x, 8);
-                    self.b.ins().iadd_imm_s(x, -8)
+                    self.add_imm(x, -8)
                 } else {
                     x
                 }
             }
             DType::S8 | DType::U8 => {
-                let addr = self.b.ins().iadd(buf, o);
+                let addr = self.add(buf, o);
                 if t == DType::S8 {
                     self.b.ins().sload8(types::I64, mem(), addr, 0)
                 } else {
@@ -776,12 +818,12 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             DType::S32 => {
                 let off = self.b.ins().ishl_imm_s(o, 2);
-                let addr = self.b.ins().iadd(buf, off);
+                let addr = self.add(buf, off);
                 self.b.ins().sload32(mem(), addr, 0)
             }
             _ => {
                 let off = self.b.ins().ishl_imm_s(o, 3);
-                let addr = self.b.ins().iadd(buf, off);
+                let addr = self.add(buf, off);
                 self.b.ins().load(types::I64, mem(), addr, 0)
             }
         };
@@ -809,8 +851,8 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// Scale `idx` as the work float (exact widening).
     fn load_scale(&mut self, idx: Value) -> Value {
         let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(idx, w);
-        let addr = self.b.ins().iadd(self.scales, off);
+        let off = self.mul_imm(idx, w);
+        let addr = self.add(self.scales, off);
         match self.spec.dst {
             DType::F32 => self.b.ins().load(types::F32, mem(), addr, 0),
             DType::F64 => self.b.ins().load(types::F64, mem(), addr, 0),
@@ -834,7 +876,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             o
         };
-        let addr = self.b.ins().iadd(buf, o);
+        let addr = self.add(buf, o);
         self.load_int_vec_at(t, addr)
     }
 
@@ -890,10 +932,10 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// Scales `base + j .. base + j + 16` as four F32X4.
     fn load_scale_vec(&mut self, base: Value, j: Value) -> [Value; 4] {
-        let idx = self.b.ins().iadd(base, j);
+        let idx = self.add(base, j);
         let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(idx, w);
-        let addr = self.b.ins().iadd(self.scales, off);
+        let off = self.mul_imm(idx, w);
+        let addr = self.add(self.scales, off);
         let mut out = [addr; 4];
         for (k, o) in out.iter_mut().enumerate() {
             let at = (k as i32) * 4 * w as i32;
@@ -953,7 +995,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     fn add_c(&mut self, x: Value, c: i64) -> Value {
         let ty = self.b.func.dfg.value_type(x);
         let c = self.c32(ty, c);
-        self.b.ins().iadd(x, c)
+        self.add(x, c)
     }
 
     /// `m ? a : b` where `m` is an icmp/fcmp result (i8 scalar or lane mask).
@@ -1110,8 +1152,8 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     fn store_scalar(&mut self, dof: Value, y: Value) {
         let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(dof, w);
-        let addr = self.b.ins().iadd(self.dst, off);
+        let off = self.mul_imm(dof, w);
+        let addr = self.add(self.dst, off);
         match self.spec.dst {
             DType::F64 if self.an.quiet => {
                 let x = self.b.ins().bitcast(types::I64, lanes(), y);
@@ -1180,7 +1222,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let hi = self.vushr(x, 16);
         let lsb = self.and_c(hi, 1);
         let r = self.add_c(x, 0x7fff);
-        let r = self.b.ins().iadd(r, lsb);
+        let r = self.add(r, lsb);
         let r = self.vushr(r, 16);
         let nanv = self.or_c(hi, 0x40);
         let abs = self.and_c(x, 0x7fff_ffff);
@@ -1202,7 +1244,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
         };
         let w = self.b.ins().bitcast(ity, lanes(), y);
-        let shl1 = self.b.ins().iadd(w, w);
+        let shl1 = self.add(w, w);
         let sign = self.and_c(w, 0x8000_0000_u32 as i64);
         let sign = self.vushr(sign, 16);
         let bias = self.and_c(shl1, 0xff00_0000_u32 as i64);
@@ -1221,7 +1263,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let exp = self.vushr(bits, 13);
         let exp = self.and_c(exp, 0x7c00);
         let man = self.and_c(bits, 0x0fff);
-        let nonsign = self.b.ins().iadd(exp, man);
+        let nonsign = self.add(exp, man);
         let payload = self.and_c(w, 0x007f_ffff);
         let payload = self.vushr(payload, 13);
         let nanv = self.or_c(payload, 0x7e00);
