@@ -525,7 +525,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let q = self.load_int_vec_at(self.spec.src, sp);
         let mut ys = [q[0]; 4];
         for k in 0..4 {
-            ys[k] = self.eval(q[k], z[k], s[k], true);
+            ys[k] = self.eval(q[k], z[k], s[k], true, None);
         }
         self.store_vec_at(dp, ys);
     }
@@ -551,17 +551,25 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
     fn lut_table(&mut self, sv: Value, zv: Value) -> Vec<Value> {
         let signed = self.spec.src == DType::S4;
+        // The table's q and z are small exact integers (|z| <= Z_LIMIT on the
+        // vector path), so `float(q - z)` is `float(q) - float(z)`, both exact.
+        let fz = self
+            .spec
+            .zps
+            .map(|_| self.b.ins().fcvt_from_sint(types::F32X4, zv));
         let mut ys = [sv; 4];
         for (k, y) in ys.iter_mut().enumerate() {
-            let lanes: Vec<u8> = (0..4)
-                .flat_map(|i| {
-                    let n = (4 * k + i) as i32;
-                    let v = if signed && n >= 8 { n - 16 } else { n };
-                    v.to_le_bytes()
-                })
+            let n = |i: usize| {
+                let n = (4 * k + i) as i32;
+                if signed && n >= 8 { n - 16 } else { n }
+            };
+            let ints: Vec<u8> = (0..4).flat_map(|i| n(i).to_le_bytes()).collect();
+            let floats: Vec<u8> = (0..4)
+                .flat_map(|i| (n(i) as f32).to_bits().to_le_bytes())
                 .collect();
-            let q = self.vconst_lanes(types::I32X4, lanes);
-            *y = self.eval(q, zv, sv, true);
+            let q = self.vconst_lanes(types::I32X4, ints);
+            let fq = self.vconst_lanes(types::F32X4, floats);
+            *y = self.eval(q, zv, sv, true, Some((fq, fz)));
         }
         // Entry n's bytes in element order, then regrouped by byte position.
         let bytes: Vec<Value> = if self.spec.dst == DType::F32 {
@@ -579,10 +587,15 @@ impl<'a, 'f> Translator<'a, 'f> {
             .collect();
         let w = self.spec.dst_bytes();
         if w == 2 {
-            // v[0] = entries 0..8, v[1] = 8..16, two bytes each.
-            return (0..2)
-                .map(|b| self.shuffle(v[0], v[1], (0..16).map(|n| 2 * n + b)))
-                .collect();
+            // v[0] = entries 0..8, v[1] = 8..16, two bytes each: low bytes to the
+            // low half, high bytes to the high half, then the halves paired up.
+            let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
+            let a = self.shuffle(v[0], v[0], split.clone());
+            let b = self.shuffle(v[1], v[1], split);
+            return vec![
+                self.shuffle(a, b, (0..8).chain(16..24)),
+                self.shuffle(a, b, (8..16).chain(24..32)),
+            ];
         }
         // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
         let pick = |b: u8| {
@@ -767,7 +780,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let so = self.mul_imm(j, inner.src_stride as i64);
         let so = self.add(run.src, so);
         let q = self.load_int(self.spec.src, self.src, so);
-        let y = self.eval(q, z, s, false);
+        let y = self.eval(q, z, s, false, None);
         let dof = self.mul_imm(j, inner.dst_stride as i64);
         let dof = self.add(run.dst, dof);
         self.store_scalar(dof, y);
@@ -1054,7 +1067,18 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// Evaluates the formula for `q`, `z` (ints) and `s` (work float), scalar or
     /// I32X4/F32X4 when `vector`.
-    fn eval(&mut self, q: Value, z: Value, s: Value, vector: bool) -> Value {
+    ///
+    /// `exact` gives `float(q)` and `float(z)` (when there are zero points) when
+    /// both are exact in the work type: `Float` of `q` or of `q - z` then needs
+    /// no integer conversion (the 4-bit tables).
+    fn eval(
+        &mut self,
+        q: Value,
+        z: Value,
+        s: Value,
+        vector: bool,
+        exact: Option<(Value, Option<Value>)>,
+    ) -> Value {
         let wty = if vector { types::F32X4 } else { self.work_ty() };
         let nodes = self.spec.formula.nodes;
         let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
@@ -1074,7 +1098,15 @@ impl<'a, 'f> Translator<'a, 'f> {
                     v[a as usize]
                 }
                 Node::IntSub(a, b) => self.b.ins().isub(v[a as usize], v[b as usize]),
-                Node::Float(a) => self.int_to_float(v[a as usize], wty),
+                Node::Float(a) => match (exact, nodes[a as usize]) {
+                    (Some((fq, _)), _) if v[a as usize] == q => fq,
+                    (Some((fq, Some(fz))), Node::IntSub(x, y))
+                        if v[x as usize] == q && v[y as usize] == z =>
+                    {
+                        self.b.ins().fsub(fq, fz)
+                    }
+                    _ => self.int_to_float(v[a as usize], wty),
+                },
                 Node::Lit(bits) => self.lit(f64::from_bits(bits), wty),
                 Node::Neg(a) => self.b.ins().fneg(v[a as usize]),
                 Node::Abs(a) => self.b.ins().fabs(v[a as usize]),
@@ -1225,9 +1257,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let r = self.add(r, lsb);
         let r = self.vushr(r, 16);
         let nanv = self.or_c(hi, 0x40);
-        let abs = self.and_c(x, 0x7fff_ffff);
-        let inf = self.c32(ity, 0x7f80_0000);
-        let nan = self.b.ins().icmp(IntCC::SignedGreaterThan, abs, inf);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
         self.sel(nan, nanv, r)
     }
 
