@@ -195,14 +195,13 @@ impl<'a, 'f> Translator<'a, 'f> {
             .icmp(IntCC::UnsignedGreaterThanOrEqual, start, end);
         self.b.ins().brif(empty, ret, &[], body, &[]);
         self.b.switch_to_block(body);
+        let start = if self.peel_at_entry() {
+            self.emit_entry_peel(start, end, ret)
+        } else {
+            start
+        };
         let remaining = self.b.ins().isub(end, start);
-        let mut idx = vec![start; self.spec.loops.len()];
-        let mut rest = start;
-        for k in (0..self.spec.loops.len()).rev() {
-            let len = self.spec.loops[k].len as i64;
-            idx[k] = self.b.ins().urem_imm_s(rest, len);
-            rest = self.b.ins().udiv_imm_s(rest, len);
-        }
+        let idx = self.unravel(start);
         let run = self.b.create_block();
         for _ in 0..=self.spec.loops.len() {
             self.b.append_block_param(run, types::I64);
@@ -213,6 +212,62 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.emit_runs(run, ret);
         self.b.switch_to_block(ret);
         self.b.ins().return_(&[]);
+    }
+
+    /// One index per loop (outermost first) of logical element `l < numel`.
+    fn unravel(&mut self, l: Value) -> Vec<Value> {
+        let n = self.spec.loops.len();
+        let mut idx = vec![l; n];
+        let mut rest = l;
+        for k in (1..n).rev() {
+            let len = self.spec.loops[k].len as i64;
+            idx[k] = self.b.ins().urem_imm_s(rest, len);
+            rest = self.b.ins().udiv_imm_s(rest, len);
+        }
+        idx[0] = rest;
+        idx
+    }
+
+    /// True when only the first element of a call can sit on an odd nibble, so the
+    /// 4-bit vector code peels it once at entry instead of checking every segment:
+    /// contiguous inner loop of even length, even outer src strides, and segments
+    /// (groups along the inner loop) of even length.
+    fn peel_at_entry(&self) -> bool {
+        let n = self.spec.loops.len();
+        let inner = self.inner();
+        self.spec.src.is_4bit()
+            && inner.src_stride == 1
+            && inner.len % 2 == 0
+            && (inner.is_constant() || inner.group % 2 == 0 || inner.group == 1)
+            && self.spec.loops[..n - 1]
+                .iter()
+                .all(|l| l.src_stride % 2 == 0 || l.len == 1)
+    }
+
+    /// Under [`peel_at_entry`](Self::peel_at_entry): computes element `start` alone
+    /// when it is odd (its nibble is then odd), and returns the first element left
+    /// (branching to `ret` when none is).
+    fn emit_entry_peel(&mut self, start: Value, end: Value, ret: Block) -> Value {
+        let odd = self.b.ins().band_imm_s(start, 1);
+        let (one, join, more) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let s = self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(odd, one, &[], join, &[start.into()]);
+        self.b.switch_to_block(one);
+        let idx = self.unravel(start);
+        let n = idx.len();
+        let base = self.emit_bases(&idx[..n - 1]);
+        self.emit_scalar_elem(idx[n - 1], base, Params::PerElem { base: base.scale });
+        let next = self.add_imm(start, 1);
+        self.b.ins().jump(join, &[next.into()]);
+        self.b.switch_to_block(join);
+        let left = self.b.ins().icmp(IntCC::UnsignedLessThan, s, end);
+        self.b.ins().brif(left, more, &[], ret, &[]);
+        self.b.switch_to_block(more);
+        s
     }
 
     /// The run loop: `run`'s params are the loop indices (outermost first) and the
@@ -453,8 +508,9 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// The `elems`-wide loop (a power of two, 16 or 32) from `j0` while `elems`
-    /// elements remain before `j1`; returns the first index not done. A 4-bit src starting on an odd nibble peels one
-    /// element first, so vector loads start on a byte.
+    /// elements remain before `j1`; returns the first index not done. A 4-bit src
+    /// starting on an odd nibble peels one element first (unless the function
+    /// did at entry), so vector loads start on a byte.
     ///
     /// The loop is bottom-tested and counts with the src address alone; `step`
     /// gets the element index only when `with_j` (else `j0`, meaningless).
@@ -467,7 +523,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         elems: i64,
         step: impl Fn(&mut Self, Value, Value, Value),
     ) -> Value {
-        let j0 = if self.spec.src.is_4bit() {
+        let j0 = if self.spec.src.is_4bit() && !self.peel_at_entry() {
             self.emit_peel(j0, j1, run)
         } else {
             j0
@@ -623,7 +679,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         });
         // `jv` is even (the loop peeled an odd start).
         let left = self.b.ins().isub(j1, jv);
-        let one = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, left, STEP);
+        let one = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, left, STEP);
         let (step, done) = (self.b.create_block(), self.b.create_block());
         let jd = self.b.append_block_param(done, types::I64);
         self.b.ins().brif(one, step, &[], done, &[jv.into()]);
