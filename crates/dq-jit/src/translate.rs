@@ -237,11 +237,11 @@ impl<'a, 'f> Translator<'a, 'f> {
         let inner = self.inner();
         self.spec.src.is_4bit()
             && inner.src_stride == 1
-            && inner.len % 2 == 0
-            && (inner.is_constant() || inner.group % 2 == 0 || inner.group == 1)
+            && inner.len.is_multiple_of(2)
+            && (inner.is_constant() || inner.group.is_multiple_of(2) || inner.group == 1)
             && self.spec.loops[..n - 1]
                 .iter()
-                .all(|l| l.src_stride % 2 == 0 || l.len == 1)
+                .all(|l| l.src_stride.is_multiple_of(2) || l.len == 1)
     }
 
     /// Under [`peel_at_entry`](Self::peel_at_entry): computes element `start` alone
