@@ -629,6 +629,40 @@ fn strided_4bit_src_and_odd_offsets() {
     }
 }
 
+/// Even row strides with odd row lengths: the JIT peels an odd start once at entry
+/// only when a start's parity is its nibble's, so here (even logical start, odd
+/// index in its row) it must keep peeling per segment. Table-lookup runs and
+/// 32-element groups, many sub-ranges.
+#[test]
+fn four_bit_odd_rows_in_even_strides() {
+    let jit = dq_jit::standard();
+    let reference = Reference::default();
+    for src in [DType::S4, DType::U4] {
+        for shape in [[4usize, 33], [3, 65], [5, 47]] {
+            let strides = [shape[1] + 1, 1];
+            let groups = [
+                (DynamicDequantize::per_tensor(), vec![1]),
+                (
+                    DynamicDequantize::per_group(vec![1, 32]),
+                    vec![shape[0], shape[1].div_ceil(32)],
+                ),
+            ];
+            for (op, ss) in groups {
+                let c = Case {
+                    op: op.into(),
+                    src: TensorDesc::new(src, &shape).with_strides(&strides),
+                    scales: Some(TensorDesc::new(DType::BF16, &ss)),
+                    zps: None,
+                    dst: TensorDesc::new(DType::BF16, &shape),
+                };
+                for seed in 0..24 {
+                    c.check(jit, &reference, seed);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn f16_and_bf16_rounding_over_many_bit_patterns() {
     // Per-channel along the last axis: every scale is its own random bit pattern,

@@ -164,18 +164,22 @@ pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, String> {
     let id = module
         .declare_function("dq_kernel", Linkage::Local, &func.signature)
         .map_err(|e| e.to_string())?;
-    let mut ctx = Context::for_function(func);
     let disasm = std::env::var_os("DQ_JIT_DISASM").is_some();
-    ctx.set_disasm(disasm);
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| format!("{e:?}"))?;
-    let code_bytes = ctx
-        .compiled_code()
-        .map_or(0, |c| c.code_info().total_size as usize);
-    if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
-        eprintln!("{v}");
-    }
+    // The thread's codegen context is reused: its allocations (register
+    // allocator state above all) survive from one compile to the next.
+    let code_bytes = CG_CTX.with_borrow_mut(|ctx| {
+        ctx.clear();
+        ctx.func = func;
+        ctx.set_disasm(disasm);
+        module
+            .define_function(id, ctx)
+            .map_err(|e| format!("{e:?}"))?;
+        let code = ctx.compiled_code();
+        if let Some(v) = code.and_then(|c| c.vcode.as_ref()) {
+            eprintln!("{v}");
+        }
+        Ok::<_, String>(code.map_or(0, |c| c.code_info().total_size as usize))
+    })?;
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let ptr = module.get_finalized_function(id);
     // SAFETY: `ptr` is the finalized entry of a function with exactly the

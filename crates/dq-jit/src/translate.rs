@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    Block, BlockArg, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value, types,
+    Block, BlockArg, ConstantData, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode,
+    Type, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::FunctionBuilder;
@@ -117,6 +118,47 @@ impl<'a, 'f> Translator<'a, 'f> {
         t.b.finalize(cfg);
     }
 
+    /// The constant `v` is defined as, if an `iconst`.
+    fn const_of(&self, v: Value) -> Option<i64> {
+        let inst = self.b.func.dfg.value_def(v).inst()?;
+        match self.b.func.dfg.insts[inst] {
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
+    /// `a + b`, folding a constant 0 (fewer instructions to compile).
+    fn add(&mut self, a: Value, b: Value) -> Value {
+        if self.const_of(a) == Some(0) {
+            b
+        } else if self.const_of(b) == Some(0) {
+            a
+        } else {
+            self.b.ins().iadd(a, b)
+        }
+    }
+
+    /// `x + c`, folding `c == 0`.
+    fn add_imm(&mut self, x: Value, c: i64) -> Value {
+        if c == 0 {
+            x
+        } else {
+            self.b.ins().iadd_imm_s(x, c)
+        }
+    }
+
+    /// `x * c`, folding `c == 1` and a constant 0 `x`.
+    fn mul_imm(&mut self, x: Value, c: i64) -> Value {
+        if c == 1 || self.const_of(x) == Some(0) {
+            x
+        } else {
+            self.b.ins().imul_imm_s(x, c)
+        }
+    }
+
     fn iconst(&mut self, v: i64) -> Value {
         self.b.ins().iconst(types::I64, v)
     }
@@ -153,14 +195,13 @@ impl<'a, 'f> Translator<'a, 'f> {
             .icmp(IntCC::UnsignedGreaterThanOrEqual, start, end);
         self.b.ins().brif(empty, ret, &[], body, &[]);
         self.b.switch_to_block(body);
+        let start = if self.peel_at_entry() {
+            self.emit_entry_peel(start, end, ret)
+        } else {
+            start
+        };
         let remaining = self.b.ins().isub(end, start);
-        let mut idx = vec![start; self.spec.loops.len()];
-        let mut rest = start;
-        for k in (0..self.spec.loops.len()).rev() {
-            let len = self.spec.loops[k].len as i64;
-            idx[k] = self.b.ins().urem_imm_s(rest, len);
-            rest = self.b.ins().udiv_imm_s(rest, len);
-        }
+        let idx = self.unravel(start);
         let run = self.b.create_block();
         for _ in 0..=self.spec.loops.len() {
             self.b.append_block_param(run, types::I64);
@@ -171,6 +212,62 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.emit_runs(run, ret);
         self.b.switch_to_block(ret);
         self.b.ins().return_(&[]);
+    }
+
+    /// One index per loop (outermost first) of logical element `l < numel`.
+    fn unravel(&mut self, l: Value) -> Vec<Value> {
+        let n = self.spec.loops.len();
+        let mut idx = vec![l; n];
+        let mut rest = l;
+        for k in (1..n).rev() {
+            let len = self.spec.loops[k].len as i64;
+            idx[k] = self.b.ins().urem_imm_s(rest, len);
+            rest = self.b.ins().udiv_imm_s(rest, len);
+        }
+        idx[0] = rest;
+        idx
+    }
+
+    /// True when only the first element of a call can sit on an odd nibble, so the
+    /// 4-bit vector code peels it once at entry instead of checking every segment:
+    /// contiguous inner loop of even length, even outer src strides, and segments
+    /// (groups along the inner loop) of even length.
+    fn peel_at_entry(&self) -> bool {
+        let n = self.spec.loops.len();
+        let inner = self.inner();
+        self.spec.src.is_4bit()
+            && inner.src_stride == 1
+            && inner.len.is_multiple_of(2)
+            && (inner.is_constant() || inner.group.is_multiple_of(2) || inner.group == 1)
+            && self.spec.loops[..n - 1]
+                .iter()
+                .all(|l| l.src_stride.is_multiple_of(2) || l.len == 1)
+    }
+
+    /// Under [`peel_at_entry`](Self::peel_at_entry): computes element `start` alone
+    /// when it is odd (its nibble is then odd), and returns the first element left
+    /// (branching to `ret` when none is).
+    fn emit_entry_peel(&mut self, start: Value, end: Value, ret: Block) -> Value {
+        let odd = self.b.ins().band_imm_s(start, 1);
+        let (one, join, more) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let s = self.b.append_block_param(join, types::I64);
+        self.b.ins().brif(odd, one, &[], join, &[start.into()]);
+        self.b.switch_to_block(one);
+        let idx = self.unravel(start);
+        let n = idx.len();
+        let base = self.emit_bases(&idx[..n - 1]);
+        self.emit_scalar_elem(idx[n - 1], base, Params::PerElem { base: base.scale });
+        let next = self.add_imm(start, 1);
+        self.b.ins().jump(join, &[next.into()]);
+        self.b.switch_to_block(join);
+        let left = self.b.ins().icmp(IntCC::UnsignedLessThan, s, end);
+        self.b.ins().brif(left, more, &[], ret, &[]);
+        self.b.switch_to_block(more);
+        s
     }
 
     /// The run loop: `run`'s params are the loop indices (outermost first) and the
@@ -187,7 +284,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         let cnt = self.b.ins().umin(room, remaining);
         let base = self.emit_bases(&idx[..n - 1]);
-        let j1 = self.b.ins().iadd(idx[n - 1], cnt);
+        let j1 = self.add(idx[n - 1], cnt);
         self.emit_inner(idx[n - 1], j1, base);
         let left = self.b.ins().isub(remaining, cnt);
         let adv = self.b.create_block();
@@ -208,7 +305,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.b.ins().jump(run, &args);
             return;
         }
-        let next = self.b.ins().iadd_imm_s(idx[k - 1], 1);
+        let next = self.add_imm(idx[k - 1], 1);
         let wrap = self
             .b
             .ins()
@@ -237,14 +334,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         for (k, &i) in outer.iter().enumerate() {
             let l = self.spec.loops[k];
-            let s = self.b.ins().imul_imm_s(i, l.src_stride as i64);
-            r.src = self.b.ins().iadd(r.src, s);
-            let d = self.b.ins().imul_imm_s(i, l.dst_stride as i64);
-            r.dst = self.b.ins().iadd(r.dst, d);
+            let s = self.mul_imm(i, l.src_stride as i64);
+            r.src = self.add(r.src, s);
+            let d = self.mul_imm(i, l.dst_stride as i64);
+            r.dst = self.add(r.dst, d);
             if !l.is_constant() {
                 let g = self.b.ins().udiv_imm_s(i, l.group as i64);
-                let g = self.b.ins().imul_imm_s(g, l.scale_stride as i64);
-                r.scale = self.b.ins().iadd(r.scale, g);
+                let g = self.mul_imm(g, l.scale_stride as i64);
+                r.scale = self.add(r.scale, g);
             }
         }
         r
@@ -276,10 +373,10 @@ impl<'a, 'f> Translator<'a, 'f> {
             (j1, j1, run.scale)
         } else {
             let g = self.b.ins().udiv_imm_s(j0, inner.group as i64);
-            let next0 = self.b.ins().iadd_imm_s(g, 1);
-            let next0 = self.b.ins().imul_imm_s(next0, inner.group as i64);
-            let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-            let sidx0 = self.b.ins().iadd(run.scale, off);
+            let next0 = self.add_imm(g, 1);
+            let next0 = self.mul_imm(next0, inner.group as i64);
+            let off = self.mul_imm(g, inner.scale_stride as i64);
+            let sidx0 = self.add(run.scale, off);
             let next = self.b.append_block_param(head, types::I64);
             let sidx = self.b.append_block_param(head, types::I64);
             self.b
@@ -299,8 +396,8 @@ impl<'a, 'f> Translator<'a, 'f> {
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, seg_end, j1);
         let mut args: Vec<BlockArg> = vec![seg_end.into()];
         if !constant {
-            let next = self.b.ins().iadd_imm_s(next, inner.group as i64);
-            let sidx = self.b.ins().iadd_imm_s(sidx, inner.scale_stride as i64);
+            let next = self.add_imm(next, inner.group as i64);
+            let sidx = self.add_imm(sidx, inner.scale_stride as i64);
             args.extend([BlockArg::from(next), BlockArg::from(sidx)]);
         }
         self.b.ins().brif(more, head, &args, exit, &[]);
@@ -328,7 +425,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             None
         };
         let tail = self.enter_vector(zb, j0);
-        let jv = self.emit_vector_loop(j0, j1, run, |t, j, sp, dp| {
+        let jv = self.emit_vector_loop(j0, j1, run, true, STEP, |t, j, sp, dp| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
                 Some(z) => [t.splat_z(z); 4],
@@ -364,9 +461,9 @@ impl<'a, 'f> Translator<'a, 'f> {
         let zv = self.splat_z(z);
         let jv = if self.lut_pays() {
             let tab = self.lut_table(sv, zv);
-            self.emit_vector_loop(j0, j1, run, |t, _, sp, dp| t.emit_lut_step(&tab, sp, dp))
+            self.emit_lut_loop(j0, j1, run, &tab)
         } else {
-            self.emit_vector_loop(j0, j1, run, |t, _, sp, dp| {
+            self.emit_vector_loop(j0, j1, run, false, STEP, |t, _, sp, dp| {
                 t.emit_vector_step(sp, dp, [sv; 4], [zv; 4])
             })
         };
@@ -384,7 +481,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.append_block_param(tail, types::I64);
         if let Some(z) = z.filter(|_| self.an.z_checked) {
             let z = self.as_i64(z);
-            let biased = self.b.ins().iadd_imm_s(z, Z_LIMIT);
+            let biased = self.add_imm(z, Z_LIMIT);
             let ok = self
                 .b
                 .ins()
@@ -410,57 +507,72 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().splat(types::I32X4, z)
     }
 
-    /// The 16-wide loop from `j0` while 16 elements remain before `j1`; returns the
-    /// first index not done. A 4-bit src starting on an odd nibble peels one
-    /// element first, so vector loads start on a byte.
+    /// The `elems`-wide loop (a power of two, 16 or 32) from `j0` while `elems`
+    /// elements remain before `j1`; returns the first index not done. A 4-bit src
+    /// starting on an odd nibble peels one element first (unless the function
+    /// did at entry), so vector loads start on a byte.
+    ///
+    /// The loop is bottom-tested and counts with the src address alone; `step`
+    /// gets the element index only when `with_j` (else `j0`, meaningless).
     fn emit_vector_loop(
         &mut self,
         j0: Value,
         j1: Value,
         run: Run,
+        with_j: bool,
+        elems: i64,
         step: impl Fn(&mut Self, Value, Value, Value),
     ) -> Value {
-        let j0 = if self.spec.src.is_4bit() {
+        let j0 = if self.spec.src.is_4bit() && !self.peel_at_entry() {
             self.emit_peel(j0, j1, run)
         } else {
             j0
         };
-        // Src and dst addresses of element `j0`, carried along with `j`.
-        let src_step = (self.spec.src.bits() as i64 * STEP) / 8;
-        let so = self.b.ins().iadd(run.src, j0);
-        let so = if self.spec.src.is_4bit() {
-            self.b.ins().ushr_imm_s(so, 1)
+        // Elements the vector steps cover, and the first index after them.
+        let len = self.b.ins().isub(j1, j0);
+        let covered = self.b.ins().band_imm_s(len, -elems);
+        let jv = self.add(j0, covered);
+        // Src and dst addresses of element `j0`, carried along.
+        let src_step = (self.spec.src.bits() as i64 * elems) / 8;
+        let so = self.add(run.src, j0);
+        let (so, src_len) = if self.spec.src.is_4bit() {
+            (
+                self.b.ins().ushr_imm_s(so, 1),
+                self.b.ins().ushr_imm_s(covered, 1),
+            )
         } else {
-            so
+            (so, covered)
         };
-        let sp = self.b.ins().iadd(self.src, so);
+        let sp = self.add(self.src, so);
+        let send = self.add(sp, src_len);
         let w = self.spec.dst_bytes() as i64;
-        let dof = self.b.ins().iadd(run.dst, j0);
-        let dof = self.b.ins().imul_imm_s(dof, w);
-        let dp = self.b.ins().iadd(self.dst, dof);
-        let head = self.b.create_block();
-        let j = self.b.append_block_param(head, types::I64);
-        let sp = {
-            let p = self.b.append_block_param(head, types::I64);
-            self.b.ins().jump(head, &[j0.into(), sp.into(), dp.into()]);
-            p
+        let dof = self.add(run.dst, j0);
+        let dof = self.mul_imm(dof, w);
+        let dp = self.add(self.dst, dof);
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        let sp_p = self.b.append_block_param(body, types::I64);
+        let dp_p = self.b.append_block_param(body, types::I64);
+        let mut args: Vec<BlockArg> = vec![sp.into(), dp.into()];
+        let j = if with_j {
+            args.push(j0.into());
+            self.b.append_block_param(body, types::I64)
+        } else {
+            j0
         };
-        let dp = self.b.append_block_param(head, types::I64);
-        let (body, exit) = (self.b.create_block(), self.b.create_block());
-        let jout = self.b.append_block_param(exit, types::I64);
-        self.b.switch_to_block(head);
-        let jn = self.b.ins().iadd_imm_s(j, STEP);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, jn, j1);
-        self.b.ins().brif(fits, body, &[], exit, &[j.into()]);
+        self.b.ins().brif(covered, body, &args, exit, &[]);
         self.b.switch_to_block(body);
-        step(self, j, sp, dp);
-        let spn = self.b.ins().iadd_imm_s(sp, src_step);
-        let dpn = self.b.ins().iadd_imm_s(dp, STEP * w);
-        self.b
-            .ins()
-            .jump(head, &[jn.into(), spn.into(), dpn.into()]);
+        step(self, j, sp_p, dp_p);
+        let spn = self.add_imm(sp_p, src_step);
+        let dpn = self.add_imm(dp_p, elems * w);
+        let mut args: Vec<BlockArg> = vec![spn.into(), dpn.into()];
+        if with_j {
+            args.push(self.add_imm(j, elems).into());
+        }
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, spn, send);
+        self.b.ins().brif(more, body, &args, exit, &[]);
         self.b.switch_to_block(exit);
-        jout
+        jv
     }
 
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
@@ -469,7 +581,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let q = self.load_int_vec_at(self.spec.src, sp);
         let mut ys = [q[0]; 4];
         for k in 0..4 {
-            ys[k] = self.eval(q[k], z[k], s[k], true);
+            ys[k] = self.eval(q[k], z[k], s[k], true, None);
         }
         self.store_vec_at(dp, ys);
     }
@@ -495,17 +607,25 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
     fn lut_table(&mut self, sv: Value, zv: Value) -> Vec<Value> {
         let signed = self.spec.src == DType::S4;
+        // The table's q and z are small exact integers (|z| <= Z_LIMIT on the
+        // vector path), so `float(q - z)` is `float(q) - float(z)`, both exact.
+        let fz = self
+            .spec
+            .zps
+            .map(|_| self.b.ins().fcvt_from_sint(types::F32X4, zv));
         let mut ys = [sv; 4];
         for (k, y) in ys.iter_mut().enumerate() {
-            let lanes: Vec<u8> = (0..4)
-                .flat_map(|i| {
-                    let n = (4 * k + i) as i32;
-                    let v = if signed && n >= 8 { n - 16 } else { n };
-                    v.to_le_bytes()
-                })
+            let n = |i: usize| {
+                let n = (4 * k + i) as i32;
+                if signed && n >= 8 { n - 16 } else { n }
+            };
+            let ints: Vec<u8> = (0..4).flat_map(|i| n(i).to_le_bytes()).collect();
+            let floats: Vec<u8> = (0..4)
+                .flat_map(|i| (n(i) as f32).to_bits().to_le_bytes())
                 .collect();
-            let q = self.vconst_lanes(types::I32X4, lanes);
-            *y = self.eval(q, zv, sv, true);
+            let q = self.vconst_lanes(types::I32X4, ints);
+            let fq = self.vconst_lanes(types::F32X4, floats);
+            *y = self.eval(q, zv, sv, true, Some((fq, fz)));
         }
         // Entry n's bytes in element order, then regrouped by byte position.
         let bytes: Vec<Value> = if self.spec.dst == DType::F32 {
@@ -523,10 +643,15 @@ impl<'a, 'f> Translator<'a, 'f> {
             .collect();
         let w = self.spec.dst_bytes();
         if w == 2 {
-            // v[0] = entries 0..8, v[1] = 8..16, two bytes each.
-            return (0..2)
-                .map(|b| self.shuffle(v[0], v[1], (0..16).map(|n| 2 * n + b)))
-                .collect();
+            // v[0] = entries 0..8, v[1] = 8..16, two bytes each: low bytes to the
+            // low half, high bytes to the high half, then the halves paired up.
+            let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
+            let a = self.shuffle(v[0], v[0], split.clone());
+            let b = self.shuffle(v[1], v[1], split);
+            return vec![
+                self.shuffle(a, b, (0..8).chain(16..24)),
+                self.shuffle(a, b, (8..16).chain(24..32)),
+            ];
         }
         // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
         let pick = |b: u8| {
@@ -546,21 +671,63 @@ impl<'a, 'f> Translator<'a, 'f> {
         ]
     }
 
-    /// 16 elements by table lookup: 8 src bytes at `sp` (from a low nibble) to 16
-    /// dst elements at `dp`.
-    fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value) {
-        let w = self.b.ins().load(types::I64, mem(), sp, 0);
-        let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+    /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
+    /// when 16 are left; returns the first index not done.
+    fn emit_lut_loop(&mut self, j0: Value, j1: Value, run: Run, tab: &[Value]) -> Value {
+        let jv = self.emit_vector_loop(j0, j1, run, false, 2 * STEP, |t, _, sp, dp| {
+            t.emit_lut_step(tab, sp, dp, 2)
+        });
+        // `jv` is even (the loop peeled an odd start).
+        let left = self.b.ins().isub(j1, jv);
+        let one = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, left, STEP);
+        let (step, done) = (self.b.create_block(), self.b.create_block());
+        let jd = self.b.append_block_param(done, types::I64);
+        self.b.ins().brif(one, step, &[], done, &[jv.into()]);
+        self.b.switch_to_block(step);
+        let so = self.add(run.src, jv);
+        let so = self.b.ins().ushr_imm_s(so, 1);
+        let sp = self.add(self.src, so);
+        let dof = self.add(run.dst, jv);
+        let dof = self.mul_imm(dof, self.spec.dst_bytes() as i64);
+        let dp = self.add(self.dst, dof);
+        self.emit_lut_step(tab, sp, dp, 1);
+        let jn = self.add_imm(jv, STEP);
+        self.b.ins().jump(done, &[jn.into()]);
+        self.b.switch_to_block(done);
+        jd
+    }
+
+    /// `16 * halves` elements by table lookup: `8 * halves` src bytes at `sp` (from
+    /// a low nibble) to dst byte address `dp`.
+    fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value, halves: usize) {
+        let v = if halves == 2 {
+            self.b.ins().load(types::I8X16, mem(), sp, 0)
+        } else {
+            let w = self.b.ins().load(types::I64, mem(), sp, 0);
+            let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+            self.b.ins().bitcast(types::I8X16, lanes(), v)
+        };
         let m = self.vconst(types::I8X16, 0x0f);
-        let v8 = self.b.ins().bitcast(types::I8X16, lanes(), v);
-        let lo = self.b.ins().band(v8, m);
+        let lo = self.b.ins().band(v, m);
         // A 16-bit lane shift moves each byte's high nibble down (the mask drops
         // the bits shifted in from the next byte).
         let v16 = self.b.ins().bitcast(types::I16X8, lanes(), v);
         let hi = self.vushr(v16, 4);
         let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
         let hi = self.b.ins().band(hi, m);
-        let idx = self.shuffle(lo, hi, (0..8).flat_map(|i| [i, i + 16]));
+        let out_bytes = 16 * self.spec.dst_bytes() as i32;
+        for h in 0..halves as u8 {
+            // Nibbles 16h..16h+16 in element order.
+            let idx = self.shuffle(lo, hi, (8 * h..8 * h + 8).flat_map(|i| [i, i + 16]));
+            self.emit_lut_16(tab, idx, dp, out_bytes * h as i32);
+        }
+    }
+
+    /// The 16 elements whose nibbles are `idx`, stored at `dp + off`.
+    fn emit_lut_16(&mut self, tab: &[Value], idx: Value, dp: Value, off: i32) {
         let got: Vec<Value> = tab.iter().map(|&t| self.lookup(t, idx)).collect();
         let lo_bytes = |i: u8| [i, i + 16];
         let out: Vec<Value> = if got.len() == 2 {
@@ -582,7 +749,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             ]
         };
         for (k, x) in out.into_iter().enumerate() {
-            self.b.ins().store(mem(), x, dp, 16 * k as i32);
+            self.b.ins().store(mem(), x, dp, off + 16 * k as i32);
         }
     }
 
@@ -609,7 +776,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// For a 4-bit src at an odd nibble offset, computes element `j0` alone (when
     /// `j0 < j1`) and returns the next index.
     fn emit_peel(&mut self, j0: Value, j1: Value, run: Run) -> Value {
-        let so = self.b.ins().iadd(run.src, j0);
+        let so = self.add(run.src, j0);
         let odd = self.b.ins().band_imm_s(so, 1);
         let some = self.b.ins().icmp(IntCC::UnsignedLessThan, j0, j1);
         let some = self.b.ins().uextend(types::I64, some);
@@ -618,7 +785,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let jn = self.b.append_block_param(next, types::I64);
         self.b.ins().brif(peel, one, &[], next, &[j0.into()]);
         self.b.switch_to_block(one);
-        let j1p = self.b.ins().iadd_imm_s(j0, 1);
+        let j1p = self.add_imm(j0, 1);
         let p = self.fixed_params_for_peel(run);
         self.emit_scalar_loop(j0, j1p, run, p);
         self.b.ins().jump(next, &[j1p.into()]);
@@ -642,7 +809,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         self.emit_scalar_elem(j, run, p);
-        let jn = self.b.ins().iadd_imm_s(j, 1);
+        let jn = self.add_imm(j, 1);
         self.b.ins().jump(head, &[jn.into()]);
         self.b.switch_to_block(exit);
     }
@@ -657,8 +824,8 @@ impl<'a, 'f> Translator<'a, 'f> {
                     base
                 } else {
                     let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
-                    let off = self.b.ins().imul_imm_s(g, inner.scale_stride as i64);
-                    self.b.ins().iadd(base, off)
+                    let off = self.mul_imm(g, inner.scale_stride as i64);
+                    self.add(base, off)
                 };
                 let s = self.load_scale(sidx);
                 let zidx = if self.spec.zps_broadcast {
@@ -669,12 +836,12 @@ impl<'a, 'f> Translator<'a, 'f> {
                 (s, self.load_zp(zidx))
             }
         };
-        let so = self.b.ins().imul_imm_s(j, inner.src_stride as i64);
-        let so = self.b.ins().iadd(run.src, so);
+        let so = self.mul_imm(j, inner.src_stride as i64);
+        let so = self.add(run.src, so);
         let q = self.load_int(self.spec.src, self.src, so);
-        let y = self.eval(q, z, s, false);
-        let dof = self.b.ins().imul_imm_s(j, inner.dst_stride as i64);
-        let dof = self.b.ins().iadd(run.dst, dof);
+        let y = self.eval(q, z, s, false, None);
+        let dof = self.mul_imm(j, inner.dst_stride as i64);
+        let dof = self.add(run.dst, dof);
         self.store_scalar(dof, y);
     }
 
@@ -700,7 +867,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let v = match t {
             DType::S4 | DType::U4 => {
                 let byte = self.b.ins().ushr_imm_s(o, 1);
-                let addr = self.b.ins().iadd(buf, byte);
+                let addr = self.add(buf, byte);
                 let x = self.b.ins().uload8(types::I64, mem(), addr, 0);
                 let sh = self.b.ins().band_imm_s(o, 1);
                 let sh = self.b.ins().ishl_imm_s(sh, 2);
@@ -708,13 +875,13 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let x = self.b.ins().band_imm_s(x, 15);
                 if t == DType::S4 {
                     let x = self.b.ins().bxor_imm_s(x, 8);
-                    self.b.ins().iadd_imm_s(x, -8)
+                    self.add_imm(x, -8)
                 } else {
                     x
                 }
             }
             DType::S8 | DType::U8 => {
-                let addr = self.b.ins().iadd(buf, o);
+                let addr = self.add(buf, o);
                 if t == DType::S8 {
                     self.b.ins().sload8(types::I64, mem(), addr, 0)
                 } else {
@@ -723,12 +890,12 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             DType::S32 => {
                 let off = self.b.ins().ishl_imm_s(o, 2);
-                let addr = self.b.ins().iadd(buf, off);
+                let addr = self.add(buf, off);
                 self.b.ins().sload32(mem(), addr, 0)
             }
             _ => {
                 let off = self.b.ins().ishl_imm_s(o, 3);
-                let addr = self.b.ins().iadd(buf, off);
+                let addr = self.add(buf, off);
                 self.b.ins().load(types::I64, mem(), addr, 0)
             }
         };
@@ -756,8 +923,8 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// Scale `idx` as the work float (exact widening).
     fn load_scale(&mut self, idx: Value) -> Value {
         let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(idx, w);
-        let addr = self.b.ins().iadd(self.scales, off);
+        let off = self.mul_imm(idx, w);
+        let addr = self.add(self.scales, off);
         match self.spec.dst {
             DType::F32 => self.b.ins().load(types::F32, mem(), addr, 0),
             DType::F64 => self.b.ins().load(types::F64, mem(), addr, 0),
@@ -781,17 +948,25 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             o
         };
-        let addr = self.b.ins().iadd(buf, o);
+        let addr = self.add(buf, o);
         self.load_int_vec_at(t, addr)
     }
 
     /// 16 contiguous integer elements starting at byte address `addr` (4-bit: on
     /// the byte's low nibble) as four I32X4.
+    ///
+    /// One byte shuffle puts element `4j + k` in byte `j` of lane `k`; shifts then
+    /// extend byte `j` of every lane to I32 (x86 has one shuffle port, while
+    /// widening through I16X8 costs nine shuffles).
     fn load_int_vec_at(&mut self, t: DType, addr: Value) -> [Value; 4] {
-        let bytes = match t {
-            DType::S8 | DType::U8 => self.b.ins().load(types::I8X16, mem(), addr, 0),
+        let x = match t {
+            DType::S8 | DType::U8 => {
+                let v = self.b.ins().load(types::I8X16, mem(), addr, 0);
+                self.shuffle(v, v, (0..16).map(|i| 4 * (i % 4) + i / 4))
+            }
             _ => {
-                // 8 bytes = 16 nibbles; low nibble first.
+                // 8 bytes = 16 nibbles; low nibble first: element `e` is the low
+                // (even `e`) or high nibble of byte `e / 2`.
                 let w = self.b.ins().load(types::I64, mem(), addr, 0);
                 let v = self.b.ins().scalar_to_vector(types::I64X2, w);
                 let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
@@ -799,39 +974,40 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let lo = self.b.ins().band(v, m);
                 let hi = self.vushr(v, 4);
                 let hi = self.b.ins().band(hi, m);
-                let order: Vec<u8> = (0..8).flat_map(|i| [i, i + 16]).collect();
-                let imm = self.b.func.dfg.immediates.push(ConstantData::from(order));
-                let n = self.b.ins().shuffle(lo, hi, imm);
-                if t == DType::S4 {
-                    let e = self.vconst(types::I8X16, 8);
-                    let x = self.b.ins().bxor(n, e);
-                    self.b.ins().isub(x, e)
-                } else {
-                    n
-                }
+                let at = |e: u8| e / 2 + 16 * (e % 2);
+                self.shuffle(lo, hi, (0..16).map(|i| at(4 * (i % 4) + i / 4)))
             }
         };
+        let x = self.b.ins().bitcast(types::I32X4, lanes(), x);
+        // Bits of the value in its byte: 8, or 4 for a nibble (upper bits zero).
+        let bits = if t.is_4bit() { 4 } else { 8 };
         let signed = matches!(t, DType::S8 | DType::S4);
-        let (lo, hi) = self.widen(bytes, signed);
-        let (a, b) = self.widen(lo, signed);
-        let (c, d) = self.widen(hi, signed);
-        [a, b, c, d]
-    }
-
-    fn widen(&mut self, v: Value, signed: bool) -> (Value, Value) {
-        if signed {
-            (self.b.ins().swiden_low(v), self.b.ins().swiden_high(v))
-        } else {
-            (self.b.ins().uwiden_low(v), self.b.ins().uwiden_high(v))
+        let mut out = [x; 4];
+        for (j, o) in out.iter_mut().enumerate() {
+            let lowest = 8 * j as i64;
+            *o = if signed {
+                // Move the value's top bit to bit 31, then shift back arithmetically.
+                let up = 32 - bits - lowest;
+                let y = if up > 0 { self.vshl(x, up) } else { x };
+                self.vsshr(y, 32 - bits)
+            } else {
+                let y = if lowest > 0 { self.vushr(x, lowest) } else { x };
+                if lowest + 8 < 32 {
+                    self.and_c(y, 0xff)
+                } else {
+                    y
+                }
+            };
         }
+        out
     }
 
     /// Scales `base + j .. base + j + 16` as four F32X4.
     fn load_scale_vec(&mut self, base: Value, j: Value) -> [Value; 4] {
-        let idx = self.b.ins().iadd(base, j);
+        let idx = self.add(base, j);
         let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(idx, w);
-        let addr = self.b.ins().iadd(self.scales, off);
+        let off = self.mul_imm(idx, w);
+        let addr = self.add(self.scales, off);
         let mut out = [addr; 4];
         for (k, o) in out.iter_mut().enumerate() {
             let at = (k as i32) * 4 * w as i32;
@@ -866,6 +1042,11 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().ishl(x, n)
     }
 
+    fn vsshr(&mut self, x: Value, n: i64) -> Value {
+        let n = self.b.ins().iconst(types::I32, n);
+        self.b.ins().sshr(x, n)
+    }
+
     fn vushr(&mut self, x: Value, n: i64) -> Value {
         let n = self.b.ins().iconst(types::I32, n);
         self.b.ins().ushr(x, n)
@@ -886,7 +1067,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     fn add_c(&mut self, x: Value, c: i64) -> Value {
         let ty = self.b.func.dfg.value_type(x);
         let c = self.c32(ty, c);
-        self.b.ins().iadd(x, c)
+        self.add(x, c)
     }
 
     /// `m ? a : b` where `m` is an icmp/fcmp result (i8 scalar or lane mask).
@@ -945,7 +1126,18 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// Evaluates the formula for `q`, `z` (ints) and `s` (work float), scalar or
     /// I32X4/F32X4 when `vector`.
-    fn eval(&mut self, q: Value, z: Value, s: Value, vector: bool) -> Value {
+    ///
+    /// `exact` gives `float(q)` and `float(z)` (when there are zero points) when
+    /// both are exact in the work type: `Float` of `q` or of `q - z` then needs
+    /// no integer conversion (the 4-bit tables).
+    fn eval(
+        &mut self,
+        q: Value,
+        z: Value,
+        s: Value,
+        vector: bool,
+        exact: Option<(Value, Option<Value>)>,
+    ) -> Value {
         let wty = if vector { types::F32X4 } else { self.work_ty() };
         let nodes = self.spec.formula.nodes;
         let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
@@ -965,7 +1157,15 @@ impl<'a, 'f> Translator<'a, 'f> {
                     v[a as usize]
                 }
                 Node::IntSub(a, b) => self.b.ins().isub(v[a as usize], v[b as usize]),
-                Node::Float(a) => self.int_to_float(v[a as usize], wty),
+                Node::Float(a) => match (exact, nodes[a as usize]) {
+                    (Some((fq, _)), _) if v[a as usize] == q => fq,
+                    (Some((fq, Some(fz))), Node::IntSub(x, y))
+                        if v[x as usize] == q && v[y as usize] == z =>
+                    {
+                        self.b.ins().fsub(fq, fz)
+                    }
+                    _ => self.int_to_float(v[a as usize], wty),
+                },
                 Node::Lit(bits) => self.lit(f64::from_bits(bits), wty),
                 Node::Neg(a) => self.b.ins().fneg(v[a as usize]),
                 Node::Abs(a) => self.b.ins().fabs(v[a as usize]),
@@ -1043,8 +1243,8 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     fn store_scalar(&mut self, dof: Value, y: Value) {
         let w = self.spec.dst_bytes() as i64;
-        let off = self.b.ins().imul_imm_s(dof, w);
-        let addr = self.b.ins().iadd(self.dst, off);
+        let off = self.mul_imm(dof, w);
+        let addr = self.add(self.dst, off);
         match self.spec.dst {
             DType::F64 if self.an.quiet => {
                 let x = self.b.ins().bitcast(types::I64, lanes(), y);
@@ -1113,12 +1313,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         let hi = self.vushr(x, 16);
         let lsb = self.and_c(hi, 1);
         let r = self.add_c(x, 0x7fff);
-        let r = self.b.ins().iadd(r, lsb);
+        let r = self.add(r, lsb);
         let r = self.vushr(r, 16);
         let nanv = self.or_c(hi, 0x40);
-        let abs = self.and_c(x, 0x7fff_ffff);
-        let inf = self.c32(ity, 0x7f80_0000);
-        let nan = self.b.ins().icmp(IntCC::SignedGreaterThan, abs, inf);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
         self.sel(nan, nanv, r)
     }
 
@@ -1135,7 +1333,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
         };
         let w = self.b.ins().bitcast(ity, lanes(), y);
-        let shl1 = self.b.ins().iadd(w, w);
+        let shl1 = self.add(w, w);
         let sign = self.and_c(w, 0x8000_0000_u32 as i64);
         let sign = self.vushr(sign, 16);
         let bias = self.and_c(shl1, 0xff00_0000_u32 as i64);
@@ -1154,7 +1352,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let exp = self.vushr(bits, 13);
         let exp = self.and_c(exp, 0x7c00);
         let man = self.and_c(bits, 0x0fff);
-        let nonsign = self.b.ins().iadd(exp, man);
+        let nonsign = self.add(exp, man);
         let payload = self.and_c(w, 0x007f_ffff);
         let payload = self.vushr(payload, 13);
         let nanv = self.or_c(payload, 0x7e00);
