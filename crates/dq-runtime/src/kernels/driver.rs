@@ -305,8 +305,8 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     let shape = Shape::of(&inner, vc.zp);
     // The closures must inline into the caller's `#[target_feature]` function, or
     // every intrinsic becomes a call.
-    // SAFETY (all walks): rows of the plan's loop nest inside `range` (see run_exact).
-    // SAFETY: as the walks below.
+    // SAFETY (shared_rows and all walks): rows of the plan's loop nest inside
+    // `range` (see run_exact).
     let shared = (!streaming)
         .then(|| unsafe { shared_rows::<V, S, D, F>(v, &vc, shape, plan.loops(), &range) })
         .flatten();
@@ -355,31 +355,52 @@ unsafe fn shared_rows<V: Simd, S: IntType, D: FloatType, F: Formula>(
     let n = inner.len;
     let (r0, r1) = (range.start.div_ceil(n), range.end / n);
     let same_scales = outer.is_constant() || outer.scale_stride == 0;
-    if !(same_scales && r0 < r1) {
+    let elem = matches!(shape, Shape::ElemZero | Shape::ElemConst);
+    if !(elem && same_scales && r0 < r1) {
         return None;
     }
     let c = &vc.c;
-    let (ss, ds) = (outer.src_stride, outer.dst_stride);
+    // Row r's src and dst offsets.
+    let at = |r: usize| (r * outer.src_stride, r * outer.dst_stride);
     // SAFETY: rows r0..r1 are whole rows inside `range`; each reads scales
     // 0..n (the outer loop adds no scale offset).
     unsafe {
-        match shape {
-            Shape::ElemZero => {
-                let p = ElemP::<V, D, true>::new(v, c, 0, 0);
-                for r in r0..r1 {
-                    seg::<V, S, D, F, _>(v, c, r * ss, (c.dst, r * ds), n, &p);
-                }
-            }
-            Shape::ElemConst => {
-                let p = ElemP::<V, D, false>::new(v, c, vc.zp.at(0), 0);
-                for r in r0..r1 {
-                    seg::<V, S, D, F, _>(v, c, r * ss, (c.dst, r * ds), n, &p);
-                }
-            }
-            _ => return None,
+        if shape == Shape::ElemZero {
+            let p = ElemP::<V, D, true>::new(v, c, 0, 0);
+            seg_rows::<V, S, D, F, _>(v, c, r0..r1, at, n, &p);
+        } else {
+            let p = ElemP::<V, D, false>::new(v, c, vc.zp.at(0), 0);
+            seg_rows::<V, S, D, F, _>(v, c, r0..r1, at, n, &p);
         }
     }
     Some([range.start..r0 * n, r1 * n..range.end])
+}
+
+/// [`seg`] over rows `rows` of `n` elements each, at the offsets `at` gives,
+/// all with parameters `p`.
+///
+/// # Safety
+/// Every row is a whole run of the job's range that `p` describes.
+#[inline(always)]
+unsafe fn seg_rows<V, S, D, F, P>(
+    v: V,
+    c: &Ctx,
+    rows: Range<usize>,
+    at: impl Fn(usize) -> (usize, usize),
+    n: usize,
+    p: &P,
+) where
+    V: Simd,
+    S: IntType,
+    D: FloatType,
+    F: Formula,
+    P: Params<V, D::Work>,
+{
+    for r in rows {
+        let (so, dof) = at(r);
+        // SAFETY: a whole run of the job's range (caller).
+        unsafe { seg::<V, S, D, F, _>(v, c, so, (c.dst, dof), n, p) };
+    }
 }
 
 /// The loop shape of a job's innermost runs, decided once per call.
@@ -846,8 +867,8 @@ unsafe fn lut_at<V: Simd, D: FloatType>(
 }
 
 /// A contiguous segment of `n` elements from src offset `so` and dst offset `dof`:
-/// a scalar head (odd nibble, or alignment for non-temporal stores), whole
-/// vectors, a scalar tail.
+/// a scalar head for an odd first nibble, whole vectors, and an overlapping last
+/// vector or a scalar tail (see [`split_seg`]).
 ///
 /// # Safety
 /// The segment's elements are in view and in the job's range; `p` describes them.
