@@ -224,9 +224,9 @@ fn dynamic(
     }
 }
 
-/// Per-tensor, per-channel (first and last axis) and per-group cases of `shape`.
-fn granularities(src: DType, zps: Option<DType>, dst: DType, shape: &[usize]) -> Vec<Case> {
-    let mut v = vec![dynamic(
+/// The per-tensor case of `shape` (one scale, one zero point when `zps`).
+fn per_tensor_case(src: DType, zps: Option<DType>, dst: DType, shape: &[usize]) -> Case {
+    dynamic(
         DynamicDequantize::per_tensor(),
         src,
         zps,
@@ -234,7 +234,12 @@ fn granularities(src: DType, zps: Option<DType>, dst: DType, shape: &[usize]) ->
         shape,
         &[1],
         false,
-    )];
+    )
+}
+
+/// Per-tensor, per-channel (first and last axis) and per-group cases of `shape`.
+fn granularities(src: DType, zps: Option<DType>, dst: DType, shape: &[usize]) -> Vec<Case> {
+    let mut v = vec![per_tensor_case(src, zps, dst, shape)];
     if !shape.is_empty() {
         let last = shape.len() - 1;
         for axis in [0, last] {
@@ -350,15 +355,7 @@ fn every_length_up_to_130_and_group_remainders() {
             (DType::U8, Some(DType::S32), DType::BF16),
         ] {
             for c in [
-                dynamic(
-                    DynamicDequantize::per_tensor(),
-                    src,
-                    zps,
-                    dst,
-                    &[len],
-                    &[1],
-                    false,
-                ),
+                per_tensor_case(src, zps, dst, &[len]),
                 dynamic(
                     DynamicDequantize::per_channel(0),
                     src,
@@ -448,11 +445,7 @@ fn four_bit_table_lookup_matches_reference() {
     for len in 31..=300usize {
         for k in 0..3 {
             let (src, zps, dst) = combos[(len * 7 + k * 13) % combos.len()];
-            let per_tensor = DynamicDequantize::per_tensor();
-            run(
-                dynamic(per_tensor, src, zps, dst, &[len], &[1], false),
-                &mut r,
-            );
+            run(per_tensor_case(src, zps, dst, &[len]), &mut r);
             // Rows of `len` (odd lengths start rows on odd nibbles), a scale per row.
             let rows = DynamicDequantize::per_channel(0);
             let c = dynamic(rows, src, zps, dst, &[3, len], &[3], false);
@@ -461,15 +454,7 @@ fn four_bit_table_lookup_matches_reference() {
     }
     for &(src, zps, dst) in &combos {
         for len in [31, 32, 33, 47, 63, 64, 65, 129, 300] {
-            let c = dynamic(
-                DynamicDequantize::per_tensor(),
-                src,
-                zps,
-                dst,
-                &[len],
-                &[1],
-                false,
-            );
+            let c = per_tensor_case(src, zps, dst, &[len]);
             run(c, &mut r);
         }
         for g in [32usize, 33, 64, 128] {
@@ -782,15 +767,7 @@ fn malformed_formula_is_refused_not_run() {
         nodes: &BAD,
     };
     let jit = Jit::new(&BAD_IR, 4);
-    let c = dynamic(
-        DynamicDequantize::per_tensor(),
-        DType::S8,
-        None,
-        DType::F32,
-        &[4],
-        &[1],
-        false,
-    );
+    let c = per_tensor_case(DType::S8, None, DType::F32, &[4]);
     let err = jit.supports(&c.plan().unwrap()).unwrap_err();
     assert!(
         matches!(err, dq::Error::BackendUnavailable { backend: "jit", .. }),
@@ -801,17 +778,9 @@ fn malformed_formula_is_refused_not_run() {
 // ---- the cache -------------------------------------------------------------
 
 fn s8_plan(shape: &[usize]) -> Plan {
-    dynamic(
-        DynamicDequantize::per_tensor(),
-        DType::S8,
-        None,
-        DType::F32,
-        shape,
-        &[1],
-        false,
-    )
-    .plan()
-    .unwrap()
+    per_tensor_case(DType::S8, None, DType::F32, shape)
+        .plan()
+        .unwrap()
 }
 
 #[test]
@@ -943,17 +912,10 @@ fn arb_case() -> impl Strategy<Value = (Case, u64)> {
             let (src, dst, zps) = (DYN_SRC[si], DYN_DST[di], DYN_ZPS[zi]);
             let mut r = Rng(seed | 1);
             let cases = granularities(src, zps, dst, &shape);
-            let mut c = cases.into_iter().nth(gran % 4).unwrap_or_else(|| {
-                dynamic(
-                    DynamicDequantize::per_tensor(),
-                    src,
-                    zps,
-                    dst,
-                    &shape,
-                    &[1],
-                    false,
-                )
-            });
+            let mut c = cases
+                .into_iter()
+                .nth(gran % 4)
+                .unwrap_or_else(|| per_tensor_case(src, zps, dst, &shape));
             if !shape.is_empty() && matches!(c.op, Op::Dynamic(ref o) if o.group_shape.is_some()) {
                 // Random group shape.
                 let gs: Vec<i64> = shape
