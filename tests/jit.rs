@@ -382,20 +382,25 @@ fn every_length_up_to_130_and_group_remainders() {
 }
 
 /// Zero points of dtype `t` for `n` groups, extremes planted (s32: both ends of
-/// i32 and both sides of the vector path's limit 2^24).
+/// i32, both sides of the vector path's limit 2^22 and of 2^24).
 fn extreme_zps(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
     match t {
         DType::S32 => (0..n)
             .flat_map(|_| {
-                let z = match r.below(10) {
+                let z = match r.below(14) {
                     0 => i32::MIN,
                     1 => i32::MAX,
                     2 => 1 << 24,
                     3 => -(1 << 24),
-                    4 => (1 << 24) + 1,
-                    5 => -(1 << 24) - 1,
+                    4 => (1 << 22) + 1,
+                    5 => -(1 << 22) - 1,
                     6 => 15,
                     7 => -8,
+                    8 => 1 << 22,
+                    9 => -(1 << 22),
+                    10 => (1 << 22) - 1,
+                    11 => -(1 << 22) + 1,
+                    12 => (1 << 24) - 1,
                     _ => r.next() as i32 >> r.below(32),
                 };
                 z.to_le_bytes()
@@ -527,12 +532,14 @@ fn large_shapes_match_reference() {
 fn static_op_with_extreme_zero_points() {
     let jit = dq_jit::standard();
     let reference = Reference::default();
-    let zps_sets: [Vec<i64>; 5] = [
+    let zps_sets: [Vec<i64>; 7] = [
         vec![0, 0, 0],
         vec![i32::MIN as i64, i32::MAX as i64, 5],
         vec![i64::MIN, i64::MAX, -1],
         vec![i64::MAX - 100, i64::MIN + 100, 1 << 40],
         vec![(1 << 24) + 1, -(1 << 24) - 1, 1 << 24],
+        vec![(1 << 22) + 1, -(1 << 22) - 1, 1 << 22],
+        vec![(1 << 22) - 1, -(1 << 22), (1 << 24) - 1],
     ];
     for src in [DType::S8, DType::U8] {
         for zps in &zps_sets {
@@ -688,6 +695,75 @@ fn f16_and_bf16_rounding_over_many_bit_patterns() {
         );
         for seed in 0..8 {
             c.check(dq_jit::standard(), &Reference::default(), 77 + seed);
+        }
+    }
+}
+
+/// bf16 results that may be signalling NaNs (a scale passed through) or carry
+/// low payload bits (a NaN literal) keep the NaN rule (`bits >> 16 | 0x40`) on
+/// every path: scalar, vector, 4-bit tables.
+#[test]
+fn bf16_nan_rule_holds_for_pass_through_and_nan_literals() {
+    static ONLY_S: [Node; 1] = [Node::S];
+    static ADD_NAN: [Node; 3] = [
+        Node::S,
+        Node::Lit(0x7ff8_1fff_e000_0000), // f32 0x7fc0_ffff: rounds up
+        Node::Add(1, 0),
+    ];
+    static FORMULAS: [FormulaIr; 2] = [
+        FormulaIr {
+            name: "only_s",
+            nodes: &ONLY_S,
+        },
+        FormulaIr {
+            name: "add_nan",
+            nodes: &ADD_NAN,
+        },
+    ];
+    for formula in &FORMULAS {
+        let jit = dq_jit::for_formula(formula);
+        let reference = Reference { formula };
+        let cases = [
+            dynamic(
+                DynamicDequantize::per_group(vec![1, 32]),
+                DType::U4,
+                Some(DType::U4),
+                DType::BF16,
+                &[16, 96],
+                &[16, 3],
+                false,
+            ),
+            dynamic(
+                DynamicDequantize::per_channel(1),
+                DType::S8,
+                None,
+                DType::BF16,
+                &[4, 80],
+                &[80],
+                false,
+            ),
+            per_tensor_case(DType::S4, None, DType::BF16, &[70]),
+        ];
+        for c in cases {
+            let mut r = Rng(7);
+            let ns = c.scales.as_ref().unwrap().numel().unwrap();
+            // Every third scale a signalling NaN with low payload bits.
+            let scales: Vec<u8> = (0..ns)
+                .flat_map(|i| {
+                    let bits = if i % 3 == 0 {
+                        0x7f81u16 | (i as u16 & 0x8000)
+                    } else {
+                        r.next() as u16
+                    };
+                    bits.to_le_bytes()
+                })
+                .collect();
+            let src = int_bytes(c.src.dtype, span(&c.src), &mut r);
+            let zps = c
+                .zps
+                .as_ref()
+                .map(|d| int_bytes(d.dtype, d.numel().unwrap(), &mut r));
+            c.check_data(jit, &reference, &mut r, (&src, Some(scales), zps));
         }
     }
 }

@@ -114,11 +114,17 @@ pub struct Analysis {
     /// arithmetic returns quiet NaNs; only a scale or literal passed through
     /// unchanged (or through neg/abs/min/max) can still be signalling.
     pub quiet: bool,
+    /// bf16 results need no NaN case in their rounding: every NaN result is quiet
+    /// with its low 16 bits zero (scales are bf16, there is no NaN literal, and x86
+    /// arithmetic returns an operand's NaN quieted or the default NaN), so the
+    /// integer round-to-nearest-even already gives `bits >> 16` with the quiet bit.
+    pub plain_bf16: bool,
 }
 
 /// Zero points in `-Z_LIMIT..=Z_LIMIT` may take the vector path (run-time check for
-/// s32/s64 zero points).
-pub const Z_LIMIT: i64 = 1 << 24;
+/// s32/s64 zero points): `z + 2^23 + 128`, which the vector code converts, then
+/// stays an exact f32 (below 2^24).
+pub const Z_LIMIT: i64 = 1 << 22;
 
 /// Inclusive value range of an integer dtype.
 fn range(t: DType) -> (i128, i128) {
@@ -162,6 +168,11 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, String> {
             f.name
         ));
     };
+    let quiet = never_signalling(f);
+    let nan_literal = f
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Node::Lit(b) if f64::from_bits(*b).is_nan()));
     let vector = !f64_work
         && !matches!(spec.src, DType::S32 | DType::S64)
         && fits(&vec, i32::MIN as i128, i32::MAX as i128);
@@ -169,7 +180,8 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, String> {
         int,
         vector,
         z_checked,
-        quiet: never_signalling(f),
+        quiet,
+        plain_bf16: spec.dst == DType::BF16 && quiet && !nan_literal,
     })
 }
 

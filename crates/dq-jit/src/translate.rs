@@ -30,6 +30,21 @@ use crate::spec::{Analysis, IntWidth, Spec, Z_LIMIT};
 /// Elements per vector step.
 const STEP: i64 = 16;
 
+/// 2^23: a float in `2^23..2^24` has integer steps, its value in the mantissa.
+const MAGIC: i64 = 1 << 23;
+
+/// The bits of 2^23 as f32.
+const MAGIC_BITS: u64 = 0x4B00_0000;
+
+/// What [`Ints::Biased`] values of dtype `t` add to make them non-negative.
+fn bias(t: DType) -> i64 {
+    match t {
+        DType::S8 => 128,
+        DType::S4 => 8,
+        _ => 0,
+    }
+}
+
 /// Shortest constant-parameter 4-bit segment (compile-time bound) that takes the
 /// table-lookup path, as the generated backend's `LUT_MIN`.
 const LUT_MIN: usize = 32;
@@ -50,6 +65,83 @@ enum Params {
     Fixed { s: Value, z: Value },
     /// Per element: scale index `base + j * scale_stride` (innermost group of 1).
     PerElem { base: Value },
+}
+
+/// The integer operands of [`Translator::eval`].
+#[derive(Clone, Copy)]
+enum Ints {
+    /// `q` and `z` as integers (the scalar int type, or I32X4).
+    Plain { q: Value, z: Value },
+    /// F32X4 floats `fq = float(q) + k` and `fz = float(z) + k` for a constant splat
+    /// `k` (`None`: 0), every value an integer below 2^24, so `float(q) = fq - k`
+    /// and `float(q - z) = fq - fz` exactly.
+    Biased {
+        fq: Value,
+        fz: Value,
+        k: Option<Value>,
+    },
+}
+
+/// What an integer node of the formula is, as far as the translator knows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Int {
+    /// Known zero (the zero point when there is none).
+    Zero,
+    Q,
+    Z,
+    /// `q - z`.
+    QmZ,
+    /// Any other value, computed.
+    V(Value),
+}
+
+impl Int {
+    /// Integer node `node` (`IntSub` with operands `a`, `b`) symbolically, or `None`
+    /// when it needs a computed subtraction.
+    fn of(node: Node, zps: bool, a: Int, b: Int) -> Option<Int> {
+        match node {
+            Node::Q => Some(Int::Q),
+            Node::Z if zps => Some(Int::Z),
+            Node::Z => Some(Int::Zero),
+            _ => match (a, b) {
+                (x, Int::Zero) => Some(x),
+                (Int::Q, Int::Z) => Some(Int::QmZ),
+                _ => None,
+            },
+        }
+    }
+
+    /// True when every integer the formula converts to float is `q`, `q - z` or
+    /// zero, so [`Ints::Biased`] operands serve.
+    fn biased_ok(nodes: &[Node], zps: bool) -> bool {
+        let mut v: Vec<Option<Int>> = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let at = |i: u16| v.get(i as usize).copied().flatten();
+            let x = match *node {
+                Node::Q | Node::Z => Int::of(*node, zps, Int::Zero, Int::Zero),
+                Node::IntSub(a, b) => match (at(a), at(b)) {
+                    (Some(a), Some(b)) => match Int::of(*node, zps, a, b) {
+                        Some(x) => Some(x),
+                        None => return false,
+                    },
+                    _ => return false,
+                },
+                Node::Float(a) if !matches!(at(a), Some(Int::Q | Int::QmZ | Int::Zero)) => {
+                    return false;
+                }
+                _ => None,
+            };
+            v.push(x);
+        }
+        true
+    }
+}
+
+/// A formula node's value in [`Translator::eval`].
+#[derive(Clone, Copy)]
+enum Val {
+    I(Int),
+    F(Value),
 }
 
 /// Bases of one run of the innermost loop.
@@ -73,8 +165,13 @@ pub struct Translator<'a, 'f> {
     entry: Block,
     /// Vector constants already in `entry`, by type and lane bits.
     consts: HashMap<(Type, u64), Value>,
+    /// I8X16 constants already in `entry`, by bytes.
+    byte_consts: HashMap<Vec<u8>, Value>,
     /// The byte shuffle for 4-bit table lookups.
     lut: Lut,
+    /// Vector code takes src and zero points as [`Ints::Biased`] floats (a byte
+    /// shuffle places each value in the mantissa of 2^23, no integer conversion).
+    biased: bool,
 }
 
 fn mem() -> MemFlagsData {
@@ -111,7 +208,9 @@ impl<'a, 'f> Translator<'a, 'f> {
             dst: p[3],
             entry,
             consts: HashMap::new(),
+            byte_consts: HashMap::new(),
             lut,
+            biased: lut == Lut::Pshufb && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
         };
         t.emit_entry(p[4], p[5]);
         t.b.seal_all_blocks();
@@ -156,6 +255,25 @@ impl<'a, 'f> Translator<'a, 'f> {
             x
         } else {
             self.b.ins().imul_imm_s(x, c)
+        }
+    }
+
+    /// `x / c` for a constant `c > 0`: a shift when `c` is a power of two (no
+    /// divide, whose fixed registers also cost the allocator).
+    fn udiv_imm(&mut self, x: Value, c: i64) -> Value {
+        match c {
+            1 => x,
+            _ if c.count_ones() == 1 => self.b.ins().ushr_imm_s(x, c.trailing_zeros() as i64),
+            _ => self.b.ins().udiv_imm_s(x, c),
+        }
+    }
+
+    /// `x % c` for a constant `c > 0` (a mask when `c` is a power of two).
+    fn urem_imm(&mut self, x: Value, c: i64) -> Value {
+        if c.count_ones() == 1 {
+            self.b.ins().band_imm_s(x, c - 1)
+        } else {
+            self.b.ins().urem_imm_s(x, c)
         }
     }
 
@@ -221,8 +339,8 @@ impl<'a, 'f> Translator<'a, 'f> {
         let mut rest = l;
         for k in (1..n).rev() {
             let len = self.spec.loops[k].len as i64;
-            idx[k] = self.b.ins().urem_imm_s(rest, len);
-            rest = self.b.ins().udiv_imm_s(rest, len);
+            idx[k] = self.urem_imm(rest, len);
+            rest = self.udiv_imm(rest, len);
         }
         idx[0] = rest;
         idx
@@ -339,7 +457,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             let d = self.mul_imm(i, l.dst_stride as i64);
             r.dst = self.add(r.dst, d);
             if !l.is_constant() {
-                let g = self.b.ins().udiv_imm_s(i, l.group as i64);
+                let g = self.udiv_imm(i, l.group as i64);
                 let g = self.mul_imm(g, l.scale_stride as i64);
                 r.scale = self.add(r.scale, g);
             }
@@ -372,7 +490,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.b.switch_to_block(head);
             (j1, j1, run.scale)
         } else {
-            let g = self.b.ins().udiv_imm_s(j0, inner.group as i64);
+            let g = self.udiv_imm(j0, inner.group as i64);
             let next0 = self.add_imm(g, 1);
             let next0 = self.mul_imm(next0, inner.group as i64);
             let off = self.mul_imm(g, inner.scale_stride as i64);
@@ -428,12 +546,12 @@ impl<'a, 'f> Translator<'a, 'f> {
         let jv = self.emit_vector_loop(j0, j1, run, true, STEP, |t, j, sp, dp| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
-                Some(z) => [t.splat_z(z); 4],
+                Some(z) => [t.vec_z(z); 4],
                 None => match t.spec.zps {
-                    None => [t.vconst(types::I32X4, 0); 4],
+                    None => [t.no_z(); 4],
                     Some(zt) => {
                         let off = t.b.ins().iadd(run.scale, j);
-                        t.load_int_vec(zt, t.zps, off)
+                        t.load_zp_vec(zt, off)
                     }
                 },
             };
@@ -458,7 +576,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
         let tail = self.enter_vector(Some(z), j0);
         let sv = self.b.ins().splat(types::F32X4, s);
-        let zv = self.splat_z(z);
+        let zv = self.vec_z(z);
         let jv = if self.lut_pays() {
             let tab = self.lut_table(sv, zv);
             self.emit_lut_loop(j0, j1, run, &tab)
@@ -501,10 +619,48 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
-    fn splat_z(&mut self, z: Value) -> Value {
+    /// A segment's zero point `z` (|z| <= Z_LIMIT) as vector code takes it: an
+    /// I32X4 splat, or when [`biased`](Self::biased) the F32X4 splat of
+    /// `z + 2^23 + bias(src)` (exact: below 2^24).
+    fn vec_z(&mut self, z: Value) -> Value {
+        if self.spec.zps.is_none() {
+            return self.no_z();
+        }
         let z = self.as_i64(z);
+        if self.biased {
+            let c = self.add_imm(z, MAGIC + bias(self.spec.src));
+            let c = self.b.ins().fcvt_from_sint(types::F32, c);
+            return self.b.ins().splat(types::F32X4, c);
+        }
         let z = self.b.ins().ireduce(types::I32, z);
         self.b.ins().splat(types::I32X4, z)
+    }
+
+    /// Vector zero points without zero points: never read, any constant will do.
+    fn no_z(&mut self) -> Value {
+        if self.biased {
+            self.bias_splat(self.spec.src)
+        } else {
+            self.vconst(types::I32X4, 0)
+        }
+    }
+
+    /// 16 per-element zero points of dtype `zt` (8-bit) from element `o`, as
+    /// [`vec_z`](Self::vec_z) makes them.
+    fn load_zp_vec(&mut self, zt: DType, o: Value) -> [Value; 4] {
+        if !self.biased {
+            return self.load_int_vec(zt, self.zps, o);
+        }
+        let addr = self.add(self.zps, o);
+        let mut z = self.load_biased_at(zt, addr);
+        let shift = bias(self.spec.src) - bias(zt);
+        if shift != 0 {
+            let c = self.vconst(types::F32X4, (shift as f32).to_bits() as u64);
+            for x in &mut z {
+                *x = self.b.ins().fadd(*x, c);
+            }
+        }
+        z
     }
 
     /// The `elems`-wide loop (a power of two, 16 or 32) from `j0` while `elems`
@@ -577,11 +733,25 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
     /// `dp` with scales `s` and zero points `z` (four lanes groups each).
+    /// `z` is as [`vec_z`](Self::vec_z) makes it.
     fn emit_vector_step(&mut self, sp: Value, dp: Value, s: [Value; 4], z: [Value; 4]) {
-        let q = self.load_int_vec_at(self.spec.src, sp);
-        let mut ys = [q[0]; 4];
-        for k in 0..4 {
-            ys[k] = self.eval(q[k], z[k], s[k], true, None);
+        let mut ys = s;
+        if self.biased {
+            let fq = self.load_biased_at(self.spec.src, sp);
+            let k = Some(self.bias_splat(self.spec.src));
+            for i in 0..4 {
+                let ints = Ints::Biased {
+                    fq: fq[i],
+                    fz: z[i],
+                    k,
+                };
+                ys[i] = self.eval(ints, s[i], true);
+            }
+        } else {
+            let q = self.load_int_vec_at(self.spec.src, sp);
+            for i in 0..4 {
+                ys[i] = self.eval(Ints::Plain { q: q[i], z: z[i] }, s[i], true);
+            }
         }
         self.store_vec_at(dp, ys);
     }
@@ -605,27 +775,29 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// `sv` and zero point `zv` (splats), computed by the same vector code as
     /// [`emit_vector_step`](Self::emit_vector_step), as byte tables: entry `n`'s
     /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
+    /// `zv` is as [`vec_z`](Self::vec_z) makes it.
     fn lut_table(&mut self, sv: Value, zv: Value) -> Vec<Value> {
         let signed = self.spec.src == DType::S4;
-        // The table's q and z are small exact integers (|z| <= Z_LIMIT on the
-        // vector path), so `float(q - z)` is `float(q) - float(z)`, both exact.
-        let fz = self
-            .spec
-            .zps
-            .map(|_| self.b.ins().fcvt_from_sint(types::F32X4, zv));
+        let k = Some(self.bias_splat(self.spec.src));
         let mut ys = [sv; 4];
-        for (k, y) in ys.iter_mut().enumerate() {
-            let n = |i: usize| {
-                let n = (4 * k + i) as i32;
+        for (i, y) in ys.iter_mut().enumerate() {
+            let n = |l: usize| {
+                let n = (4 * i + l) as i32;
                 if signed && n >= 8 { n - 16 } else { n }
             };
-            let ints: Vec<u8> = (0..4).flat_map(|i| n(i).to_le_bytes()).collect();
-            let floats: Vec<u8> = (0..4)
-                .flat_map(|i| (n(i) as f32).to_bits().to_le_bytes())
-                .collect();
-            let q = self.vconst_lanes(types::I32X4, ints);
-            let fq = self.vconst_lanes(types::F32X4, floats);
-            *y = self.eval(q, zv, sv, true, Some((fq, fz)));
+            let ints = if self.biased {
+                // Entry n's q biased like `zv`'s z: q + 2^23 + bias(src).
+                let c = MAGIC + bias(self.spec.src);
+                let floats =
+                    (0..4).flat_map(|l| ((n(l) as i64 + c) as f32).to_bits().to_le_bytes());
+                let fq = self.vconst_lanes(types::F32X4, floats.collect());
+                Ints::Biased { fq, fz: zv, k }
+            } else {
+                let q = (0..4).flat_map(|l| n(l).to_le_bytes()).collect();
+                let q = self.vconst_lanes(types::I32X4, q);
+                Ints::Plain { q, z: zv }
+            };
+            *y = self.eval(ints, sv, true);
         }
         // Entry n's bytes in element order, then regrouped by byte position.
         let bytes: Vec<Value> = if self.spec.dst == DType::F32 {
@@ -706,9 +878,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let v = if halves == 2 {
             self.b.ins().load(types::I8X16, mem(), sp, 0)
         } else {
-            let w = self.b.ins().load(types::I64, mem(), sp, 0);
-            let v = self.b.ins().scalar_to_vector(types::I64X2, w);
-            self.b.ins().bitcast(types::I8X16, lanes(), v)
+            self.load_low64(sp)
         };
         let m = self.vconst(types::I8X16, 0x0f);
         let lo = self.b.ins().band(v, m);
@@ -767,6 +937,24 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().shuffle(a, b, imm)
     }
 
+    /// An I8X16 constant of 16 `bytes`, emitted once at the top of the entry block.
+    fn vconst_bytes(&mut self, bytes: Vec<u8>) -> Value {
+        debug_assert_eq!(bytes.len(), 16);
+        if let Some(&v) = self.byte_consts.get(&bytes) {
+            return v;
+        }
+        let c = self
+            .b
+            .func
+            .dfg
+            .constants
+            .insert(ConstantData::from(bytes.clone()));
+        let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
+        let v = pos.ins().vconst(types::I8X16, c);
+        self.byte_consts.insert(bytes, v);
+        v
+    }
+
     /// A vector constant from its little-endian lane bytes (emitted where used).
     fn vconst_lanes(&mut self, ty: Type, bytes: Vec<u8>) -> Value {
         let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
@@ -823,7 +1011,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let sidx = if inner.is_constant() {
                     base
                 } else {
-                    let g = self.b.ins().udiv_imm_s(j, inner.group as i64);
+                    let g = self.udiv_imm(j, inner.group as i64);
                     let off = self.mul_imm(g, inner.scale_stride as i64);
                     self.add(base, off)
                 };
@@ -839,7 +1027,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let so = self.mul_imm(j, inner.src_stride as i64);
         let so = self.add(run.src, so);
         let q = self.load_int(self.spec.src, self.src, so);
-        let y = self.eval(q, z, s, false, None);
+        let y = self.eval(Ints::Plain { q, z }, s, false);
         let dof = self.mul_imm(j, inner.dst_stride as i64);
         let dof = self.add(run.dst, dof);
         self.store_scalar(dof, y);
@@ -967,9 +1155,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             _ => {
                 // 8 bytes = 16 nibbles; low nibble first: element `e` is the low
                 // (even `e`) or high nibble of byte `e / 2`.
-                let w = self.b.ins().load(types::I64, mem(), addr, 0);
-                let v = self.b.ins().scalar_to_vector(types::I64X2, w);
-                let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
+                let v = self.load_low64(addr);
                 let m = self.vconst(types::I8X16, 0x0f);
                 let lo = self.b.ins().band(v, m);
                 let hi = self.vushr(v, 4);
@@ -1023,6 +1209,66 @@ impl<'a, 'f> Translator<'a, 'f> {
                     self.f16_to_f32(h, types::I32X4)
                 }
             };
+        }
+        out
+    }
+
+    /// The F32X4 splat of `2^23 + bias(t)`: biased values of dtype `t` minus it are
+    /// the values.
+    fn bias_splat(&mut self, t: DType) -> Value {
+        let k = (MAGIC + bias(t)) as f32;
+        self.vconst(types::F32X4, k.to_bits() as u64)
+    }
+
+    /// 8 bytes at `addr` in the low half of an I8X16 (the high half zero).
+    fn load_low64(&mut self, addr: Value) -> Value {
+        let w = self.b.ins().load(types::I64, mem(), addr, 0);
+        let v = self.b.ins().scalar_to_vector(types::I64X2, w);
+        self.b.ins().bitcast(types::I8X16, lanes(), v)
+    }
+
+    /// A constant byte shuffle `pshufb(x, order)` (an index of 0x80 gives 0).
+    fn pshufb(&mut self, x: Value, order: impl IntoIterator<Item = u8>) -> Value {
+        // Hoisted: a mask loaded in the loop costs more than the register.
+        let m = self.vconst_bytes(order.into_iter().collect());
+        self.b.ins().x86_pshufb(x, m)
+    }
+
+    /// 16 contiguous integer elements of dtype `t` (8- or 4-bit) from byte address
+    /// `addr` (4-bit: from the low nibble) as [`Ints::Biased`] floats: four F32X4 of
+    /// `2^23 + q + bias(t)`.
+    ///
+    fn load_biased_at(&mut self, t: DType, addr: Value) -> [Value; 4] {
+        if t.is_4bit() {
+            let v = self.load_low64(addr);
+            let m = self.vconst(types::I8X16, 0x0f);
+            let lo = self.b.ins().band(v, m);
+            let hi = self.b.ins().bitcast(types::I16X8, lanes(), v);
+            let hi = self.vushr(hi, 4);
+            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+            let hi = self.b.ins().band(hi, m);
+            // Nibble values in element order (element 2i low, 2i + 1 high nibble).
+            let x = self.shuffle(lo, hi, (0..8).flat_map(|i| [i, i + 16]));
+            return self.biased_lanes(x, t);
+        }
+        let v = self.b.ins().load(types::I8X16, mem(), addr, 0);
+        self.biased_lanes(v, t)
+    }
+
+    /// The 16 values of dtype `t` in the bytes of `x` as four F32X4 of
+    /// `2^23 + q + bias(t)`: a byte shuffle places each byte at the bottom of a
+    /// zeroed lane, one xor sets the bits of 2^23 and (signed) flips the value's
+    /// sign bit, which adds the bias.
+    fn biased_lanes(&mut self, x: Value, t: DType) -> [Value; 4] {
+        // The bias is the value's sign bit (0 for unsigned).
+        let top = self.vconst(types::I32X4, MAGIC_BITS | bias(t) as u64);
+        let mut out = [x; 4];
+        for (k, o) in out.iter_mut().enumerate() {
+            let b = 4 * k as u8;
+            let y = self.pshufb(x, (b..b + 4).flat_map(|i| [i, 0x80, 0x80, 0x80]));
+            let y = self.b.ins().bitcast(types::I32X4, lanes(), y);
+            let y = self.b.ins().bxor(y, top);
+            *o = self.b.ins().bitcast(types::F32X4, lanes(), y);
         }
         out
     }
@@ -1124,61 +1370,96 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     // ---- the formula -------------------------------------------------------
 
-    /// Evaluates the formula for `q`, `z` (ints) and `s` (work float), scalar or
-    /// I32X4/F32X4 when `vector`.
-    ///
-    /// `exact` gives `float(q)` and `float(z)` (when there are zero points) when
-    /// both are exact in the work type: `Float` of `q` or of `q - z` then needs
-    /// no integer conversion (the 4-bit tables).
-    fn eval(
-        &mut self,
-        q: Value,
-        z: Value,
-        s: Value,
-        vector: bool,
-        exact: Option<(Value, Option<Value>)>,
-    ) -> Value {
+    /// Evaluates the formula for integer operands `ints` and scale `s` (work float),
+    /// scalar or I32X4/F32X4 when `vector`.
+    fn eval(&mut self, ints: Ints, s: Value, vector: bool) -> Value {
         let wty = if vector { types::F32X4 } else { self.work_ty() };
+        let zps = self.spec.zps.is_some();
         let nodes = self.spec.formula.nodes;
-        let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
-        // Integer nodes known to be 0 (the zero point when there is none).
-        let mut zero = Vec::with_capacity(nodes.len());
+        let mut v: Vec<Val> = Vec::with_capacity(nodes.len());
         for node in nodes {
-            let mut is_zero = false;
+            let int = |i: u16| match v[i as usize] {
+                Val::I(x) => x,
+                Val::F(_) => unreachable!("analysed: integer operand"),
+            };
+            let f = |i: u16| match v[i as usize] {
+                Val::F(x) => x,
+                Val::I(_) => unreachable!("analysed: float operand"),
+            };
             let x = match *node {
-                Node::Q => q,
-                Node::Z => {
-                    is_zero = self.spec.zps.is_none();
-                    z
-                }
-                Node::S => s,
-                Node::IntSub(a, b) if zero[b as usize] => {
-                    is_zero = zero[a as usize];
-                    v[a as usize]
-                }
-                Node::IntSub(a, b) => self.b.ins().isub(v[a as usize], v[b as usize]),
-                Node::Float(a) => match (exact, nodes[a as usize]) {
-                    (Some((fq, _)), _) if v[a as usize] == q => fq,
-                    (Some((fq, Some(fz))), Node::IntSub(x, y))
-                        if v[x as usize] == q && v[y as usize] == z =>
-                    {
-                        self.b.ins().fsub(fq, fz)
+                Node::Q | Node::Z | Node::IntSub(..) => {
+                    let (a, b) = match *node {
+                        Node::IntSub(a, b) => (int(a), int(b)),
+                        _ => (Int::Zero, Int::Zero),
+                    };
+                    match Int::of(*node, zps, a, b) {
+                        Some(x) => Val::I(x),
+                        None => {
+                            let (a, b) = (self.int_value(a, ints), self.int_value(b, ints));
+                            Val::I(Int::V(self.b.ins().isub(a, b)))
+                        }
                     }
-                    _ => self.int_to_float(v[a as usize], wty),
-                },
-                Node::Lit(bits) => self.lit(f64::from_bits(bits), wty),
-                Node::Neg(a) => self.b.ins().fneg(v[a as usize]),
-                Node::Abs(a) => self.b.ins().fabs(v[a as usize]),
-                Node::Add(a, b) => self.b.ins().fadd(v[a as usize], v[b as usize]),
-                Node::Sub(a, b) => self.b.ins().fsub(v[a as usize], v[b as usize]),
-                Node::Mul(a, b) => self.b.ins().fmul(v[a as usize], v[b as usize]),
-                Node::Min(a, b) => self.min_max(v[a as usize], v[b as usize], false),
-                Node::Max(a, b) => self.min_max(v[a as usize], v[b as usize], true),
+                }
+                Node::S => Val::F(s),
+                Node::Float(a) => Val::F(self.float_of(int(a), ints, wty)),
+                Node::Lit(bits) => Val::F(self.lit(f64::from_bits(bits), wty)),
+                Node::Neg(a) => Val::F(self.b.ins().fneg(f(a))),
+                Node::Abs(a) => Val::F(self.b.ins().fabs(f(a))),
+                Node::Add(a, b) => Val::F(self.b.ins().fadd(f(a), f(b))),
+                Node::Sub(a, b) => Val::F(self.b.ins().fsub(f(a), f(b))),
+                Node::Mul(a, b) => Val::F(self.b.ins().fmul(f(a), f(b))),
+                Node::Min(a, b) => Val::F(self.min_max(f(a), f(b), false)),
+                Node::Max(a, b) => Val::F(self.min_max(f(a), f(b), true)),
             };
             v.push(x);
-            zero.push(is_zero);
         }
-        *v.last().expect("analysed formula is non-empty")
+        match v.last() {
+            Some(Val::F(y)) => *y,
+            _ => unreachable!("analysed: ends in a float node"),
+        }
+    }
+
+    /// The integer value of `x` (plain operands only: biased ones are used only for
+    /// formulas where [`Int::biased_ok`] holds).
+    fn int_value(&mut self, x: Int, ints: Ints) -> Value {
+        let Ints::Plain { q, z } = ints else {
+            unreachable!("biased operands need no integer values")
+        };
+        match x {
+            Int::Q => q,
+            Int::Z => z,
+            Int::QmZ => self.b.ins().isub(q, z),
+            Int::V(v) => v,
+            Int::Zero => {
+                let ty = self.b.func.dfg.value_type(q);
+                if ty.is_vector() {
+                    self.vconst(ty, 0)
+                } else {
+                    let zero = self.iconst(0);
+                    if ty == types::I128 {
+                        self.b.ins().sextend(types::I128, zero)
+                    } else {
+                        zero
+                    }
+                }
+            }
+        }
+    }
+
+    /// `float(x)` in the work type `wty` (exact for biased operands).
+    fn float_of(&mut self, x: Int, ints: Ints, wty: Type) -> Value {
+        match (x, ints) {
+            (Int::Q, Ints::Biased { fq, k, .. }) => match k {
+                Some(k) => self.b.ins().fsub(fq, k),
+                None => fq,
+            },
+            (Int::QmZ, Ints::Biased { fq, fz, .. }) => self.b.ins().fsub(fq, fz),
+            (Int::Zero, Ints::Biased { .. }) => self.lit(0.0, wty),
+            _ => {
+                let i = self.int_value(x, ints);
+                self.int_to_float(i, wty)
+            }
+        }
     }
 
     fn lit(&mut self, x: f64, wty: Type) -> Value {
@@ -1315,6 +1596,9 @@ impl<'a, 'f> Translator<'a, 'f> {
         let r = self.add_c(x, 0x7fff);
         let r = self.add(r, lsb);
         let r = self.vushr(r, 16);
+        if self.an.plain_bf16 {
+            return r;
+        }
         let nanv = self.or_c(hi, 0x40);
         let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
         self.sel(nan, nanv, r)
