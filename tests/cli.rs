@@ -867,7 +867,11 @@ fn bench_json_has_every_field() {
         assert_eq!(r["bytes"], bytes);
         assert!((g - bytes as f64 / t / 1e9).abs() <= 1e-9 * g.max(1.0));
         assert!(r["reps"].as_u64().unwrap() >= 2);
+        assert!(r["paired_ratio"].as_f64().unwrap() > 0.0, "{r}");
     }
+    // Ratios are paired with the first backend: its own is exactly 1.
+    assert_eq!(j["paired_base"], rows[0]["backend"]);
+    assert_eq!(rows[0]["paired_ratio"].as_f64(), Some(1.0));
     assert!(j.get("jit_compile_us").is_some());
     if names.contains(&"jit") {
         // A fresh process compiles the case's kernel once: a real, positive time.

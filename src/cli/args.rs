@@ -125,10 +125,10 @@ pub struct BenchArgs {
     /// Backends to time, comma separated (default: every available one).
     #[arg(long, value_delimiter = ',', value_parser = parse_backend)]
     pub backend: Vec<Backend>,
-    /// Minimum timed repetitions per backend.
+    /// Minimum timed rounds (every backend once per round).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
-    /// Keep repeating until this many seconds were spent per backend.
+    /// Keep repeating rounds until this many seconds were spent per backend.
     #[arg(long, default_value_t = 0.2)]
     pub min_time: f64,
     /// Seed of the generated data.

@@ -17,6 +17,9 @@ use super::error::CliError;
 /// Most samples taken per backend.
 const MAX_SAMPLES: usize = 1000;
 
+/// About how long one sample's batch of calls runs.
+const BATCH: Duration = Duration::from_millis(1);
+
 /// One timed backend.
 struct Row {
     backend: String,
@@ -35,6 +38,17 @@ impl Row {
     }
     fn gbps(&self) -> f64 {
         self.bytes as f64 / self.median() / 1e9
+    }
+    /// The median over rounds of this row's time over `base`'s in the same round.
+    fn paired(&self, base: &Row) -> f64 {
+        let mut r: Vec<f64> = self
+            .samples
+            .iter()
+            .zip(&base.samples)
+            .map(|(a, b)| a / b)
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
     }
 }
 
@@ -70,7 +84,6 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         &case.dst,
     )?;
     let dst_bytes = case.dst.required_bytes(Role::Dst)?;
-    let mut out = vec![0xffu8; dst_bytes];
     let call_bytes = data.src.len() + dst_bytes;
     let explicit = !a.backend.is_empty();
     let choices = if explicit {
@@ -78,9 +91,8 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     } else {
         vec![Backend::Generated, Backend::Jit, Backend::Reference]
     };
-    let min_time = Duration::from_secs_f64(a.min_time.max(0.0));
     let backends = dq::backends();
-    let mut rows = Vec::new();
+    let mut kernels: Vec<(String, &dyn Kernel)> = Vec::new();
     let mut jit_compile_us = None;
     for choice in choices {
         // `select` runs `supports`, which is where the JIT compiles: count from here.
@@ -95,39 +107,57 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
                 continue;
             }
         };
+        if choice == Backend::Jit || kernel.name() == "jit" {
+            jit_compile_us = jit_compile_us.or_else(|| compile_us(kernel, before));
+        }
         let name = match choice {
             Backend::Auto => kernel.name().to_string(),
             c => c.name().to_string(),
         };
-        let mut dst = TensorMut {
+        kernels.push((name, kernel));
+    }
+    // One dst buffer per backend, bound once; memcpy copies into its own.
+    let mut outs: Vec<Vec<u8>> = kernels.iter().map(|_| vec![0xffu8; dst_bytes]).collect();
+    let mut dsts: Vec<TensorMut> = outs
+        .iter_mut()
+        .map(|out| TensorMut {
             desc: case.dst.clone(),
-            data: &mut out,
-        };
-        let job = plan.bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)?;
-        let mut call = || job.run_parallel(kernel, a.case.threads);
-        call()?; // warm-up
-        if name == "jit" && jit_compile_us.is_none() {
-            jit_compile_us = compile_us(kernel, before);
-        }
-        let samples = sample(&mut call, a.reps, min_time)?;
-        rows.push(Row {
-            backend: name,
-            samples,
-            bytes: call_bytes,
-        });
+            data: out,
+        })
+        .collect();
+    let mut jobs = Vec::with_capacity(kernels.len());
+    for dst in &mut dsts {
+        jobs.push(plan.bind(&src, scales.as_ref(), zps.as_ref(), dst)?);
     }
     let copy_src = rng.bytes(dst_bytes);
     let mut copy_dst = vec![0u8; dst_bytes];
-    let mut copy = || {
-        parallel_copy(&copy_src, &mut copy_dst, a.case.threads);
+    let threads = a.case.threads;
+    let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
+    for (job, (_, kernel)) in jobs.iter().zip(&kernels) {
+        calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
+    }
+    calls.push(Box::new(|| {
+        parallel_copy(&copy_src, &mut copy_dst, threads);
         Ok(())
-    };
-    copy()?;
+    }));
+    let budget = Duration::from_secs_f64(a.min_time.max(0.0) * calls.len() as f64);
+    let samples = sample_rounds(&mut calls, a.reps, budget)?;
+    let mut rows: Vec<Row> = kernels
+        .iter()
+        .map(|(backend, _)| Row {
+            backend: backend.clone(),
+            samples: Vec::new(),
+            bytes: call_bytes,
+        })
+        .collect();
     rows.push(Row {
         backend: "memcpy".into(),
-        samples: sample(&mut copy, a.reps, min_time)?,
+        samples: Vec::new(),
         bytes: 2 * dst_bytes,
     });
+    for (row, s) in rows.iter_mut().zip(samples) {
+        row.samples = s;
+    }
     let case_json = case_json(&case, &plan, a, data.src.len(), dst_bytes);
     if a.json {
         let report = json!({
@@ -139,7 +169,9 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
                 "gbps": r.gbps(),
                 "bytes": r.bytes,
                 "reps": r.samples.len(),
+                "paired_ratio": r.paired(&rows[0]),
             })).collect::<Vec<_>>(),
+            "paired_base": rows[0].backend,
             "jit_compile_us": jit_compile_us,
         });
         println!("{report}");
@@ -156,19 +188,35 @@ fn compile_us(kernel: &dyn Kernel, before: Option<dq::KernelStats>) -> Option<f6
     Some(after.compile_ns.saturating_sub(before.compile_ns) as f64 / 1e3)
 }
 
-/// Times `f` at least `reps` times and for at least `min_time`.
-fn sample(
-    f: &mut dyn FnMut() -> dq::Result<()>,
+/// Times every call of `calls` in rounds, at least `reps` rounds and until `budget`
+/// is spent, so a noisy machine slows every backend alike. In a round each call
+/// runs as a batch of back-to-back calls lasting about [`BATCH`] (sized by an
+/// untimed warm-up call), so short calls run on warm caches as they would alone;
+/// a sample is the batch's time per call. Returns the samples per call.
+fn sample_rounds(
+    calls: &mut [Box<dyn FnMut() -> dq::Result<()> + '_>],
     reps: usize,
-    min_time: Duration,
-) -> Result<Vec<f64>, CliError> {
-    let start = Instant::now();
-    let mut samples = Vec::new();
-    while samples.len() < reps.max(1) || (start.elapsed() < min_time && samples.len() < MAX_SAMPLES)
-    {
+    budget: Duration,
+) -> Result<Vec<Vec<f64>>, CliError> {
+    let mut batch = Vec::with_capacity(calls.len());
+    for f in calls.iter_mut() {
         let t = Instant::now();
         f()?;
-        samples.push(t.elapsed().as_secs_f64());
+        let once = t.elapsed().as_secs_f64().max(1e-9);
+        batch.push((BATCH.as_secs_f64() / once).clamp(1.0, 10_000.0) as usize);
+    }
+    let start = Instant::now();
+    let mut samples = vec![Vec::new(); calls.len()];
+    let mut rounds = 0;
+    while rounds < reps.max(1) || (start.elapsed() < budget && rounds < MAX_SAMPLES) {
+        for ((f, s), &n) in calls.iter_mut().zip(&mut samples).zip(&batch) {
+            let t = Instant::now();
+            for _ in 0..n {
+                f()?;
+            }
+            s.push(t.elapsed().as_secs_f64() / n as f64);
+        }
+        rounds += 1;
     }
     Ok(samples)
 }
@@ -306,21 +354,27 @@ fn print_table(case: &Value, rows: &[Row], jit_compile_us: Option<f64>) {
         c("dst_bytes")
     );
     let copy = rows.last().map_or(f64::NAN, Row::gbps);
+    let paired = format!("vs {}", rows[0].backend);
     println!(
-        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>6}",
-        "backend", "median ms", "min ms", "GB/s", "vs memcpy", "reps"
+        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>14} {:>6}",
+        "backend", "median ms", "min ms", "GB/s", "vs memcpy", paired, "reps"
     );
     for r in rows {
         println!(
-            "{:<10} {:>12.3} {:>12.3} {:>9.2} {:>9.2}x {:>6}",
+            "{:<10} {:>12.3} {:>12.3} {:>9.2} {:>9.2}x {:>13.3}x {:>6}",
             r.backend,
             r.median() * 1e3,
             r.min() * 1e3,
             r.gbps(),
             r.gbps() / copy,
+            r.paired(&rows[0]),
             r.samples.len()
         );
     }
+    println!(
+        "(backends timed in interleaved rounds; vs {}: median of per-round time ratios)",
+        rows[0].backend
+    );
     match jit_compile_us {
         Some(us) => println!("jit compile: {us:.1} us"),
         None => println!("jit compile: n/a (no JIT run)"),
