@@ -699,6 +699,61 @@ fn f16_and_bf16_rounding_over_many_bit_patterns() {
     }
 }
 
+/// The kernels' own f16 rounding (vector, table and scalar code), which hosts with
+/// F16C skip for dense outputs: the f16 cases with it forced on.
+#[test]
+fn integer_f16_code_matches_reference() {
+    let jit = Jit::new(&STANDARD, 64).with_f16_conversion(false);
+    let reference = Reference::default();
+    let mut r = Rng(0x16);
+    for src in DYN_SRC {
+        for zps in DYN_ZPS {
+            for shape in [&[5usize, 37][..], &[3, 300], &[130]] {
+                for c in granularities(src, zps, DType::F16, shape) {
+                    c.check(&jit, &reference, r.next());
+                }
+            }
+        }
+    }
+    // 4-bit tables: groups of 32 and 128 with remainders, odd starts.
+    for src in [DType::S4, DType::U4] {
+        for zps in [None, Some(DType::U4), Some(DType::S32)] {
+            for (cols, g) in [(97usize, 32usize), (300, 128), (129, 64)] {
+                let op = DynamicDequantize::per_group(vec![1, g as i64]);
+                let c = dynamic(
+                    op,
+                    src,
+                    zps,
+                    DType::F16,
+                    &[3, cols],
+                    &[3, cols.div_ceil(g)],
+                    false,
+                );
+                c.check(&jit, &reference, r.next());
+            }
+        }
+    }
+    // Every scale its own bit pattern: normals, subnormals, overflow, ties, NaNs.
+    static ONE: [Node; 3] = [Node::S, Node::Lit(0x3ff0_0000_0000_0000), Node::Mul(0, 1)];
+    static PASS: FormulaIr = FormulaIr {
+        name: "pass_scale_f16",
+        nodes: &ONE,
+    };
+    let pass = Jit::new(&PASS, 4).with_f16_conversion(false);
+    let c = dynamic(
+        DynamicDequantize::per_channel(0),
+        DType::S8,
+        None,
+        DType::F16,
+        &[4096],
+        &[4096],
+        false,
+    );
+    for seed in 0..16 {
+        c.check(&pass, &Reference { formula: &PASS }, 1000 + seed);
+    }
+}
+
 /// bf16 results that may be signalling NaNs (a scale passed through) or carry
 /// low payload bits (a NaN literal) keep the NaN rule (`bits >> 16 | 0x40`) on
 /// every path: scalar, vector, 4-bit tables.

@@ -43,18 +43,31 @@ pub struct Cache {
     tick: AtomicU64,
     counters: Arc<Counters>,
     verify: bool,
+    /// Allows [`Spec::f16_blocks`] for every kernel of this cache.
+    f16_convert: bool,
 }
 
 impl Cache {
     /// An empty cache holding at most `capacity` kernels (at least 1).
-    pub fn new(capacity: usize, verify: bool) -> Cache {
+    pub fn new(capacity: usize, verify: bool, f16_convert: bool) -> Cache {
         Cache {
             map: Mutex::default(),
             capacity: capacity.max(1),
             tick: AtomicU64::new(0),
             counters: Arc::default(),
             verify,
+            f16_convert,
         }
+    }
+
+    /// Most kernels kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether kernels may use [`Spec::f16_blocks`].
+    pub fn f16_convert(&self) -> bool {
+        self.f16_convert
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<Arc<Slot>>>> {
@@ -86,7 +99,7 @@ impl Cache {
                 Some(s) => s,
                 None => {
                     let s = Arc::new(Slot {
-                        spec: Spec::of(formula, plan),
+                        spec: Spec::of(formula, plan, self.f16_convert),
                         kernel: OnceLock::new(),
                         last_used: AtomicU64::new(now),
                     });

@@ -77,8 +77,19 @@ impl Jit {
     pub fn new(formula: &'static FormulaIr, capacity: usize) -> Jit {
         Jit {
             formula,
-            cache: cache::Cache::new(capacity, cfg!(debug_assertions)),
+            cache: cache::Cache::new(capacity, cfg!(debug_assertions), true),
             stream: AtomicBool::new(STREAM_BY_DEFAULT),
+        }
+    }
+
+    /// This JIT with f16 results converted by the host's f16 instructions (F16C)
+    /// from f32 blocks when `on` (the default, where the host has them), or always
+    /// rounded by integer code in the kernel (slower; for tests of that code on
+    /// hosts with F16C). Both give the same bits.
+    pub fn with_f16_conversion(self, on: bool) -> Jit {
+        Jit {
+            cache: cache::Cache::new(self.cache.capacity(), cfg!(debug_assertions), on),
+            ..self
         }
     }
 
@@ -149,7 +160,8 @@ impl Jit {
             ));
         }
         let isa = compile::host_isa().map_err(unavailable)?;
-        compile::build_ir(&Spec::of(self.formula, plan), &isa).map_err(unavailable)
+        let spec = Spec::of(self.formula, plan, self.cache.f16_convert());
+        compile::build_ir(&spec, &isa).map_err(unavailable)
     }
 }
 
@@ -250,7 +262,10 @@ impl CompiledKernel {
         if range.is_empty() {
             return Ok(());
         }
-        if stream && self.streams(plan, range.len()) {
+        if self.spec.f16_blocks {
+            let stream = stream && self.streams(plan, range.len());
+            self.run_f16_blocks(job, range, stream);
+        } else if stream && self.streams(plan, range.len()) {
             self.run_streaming(job, range);
         } else {
             // SAFETY: the plan matches the compiled spec and `bind` validated every
@@ -290,6 +305,52 @@ impl CompiledKernel {
         stream::fence();
     }
 
+    /// Under [`Spec::f16_blocks`](crate::Spec): computes blocks of f32 results into a
+    /// thread-local buffer and converts each to f16 into dst (through the stream
+    /// block and non-temporal stores when `stream`).
+    fn run_f16_blocks(&self, job: &Job<'_>, range: Range<usize>, stream: bool) {
+        const PER: usize = stream::BLOCK_BYTES / 2;
+        thread_local! {
+            static F32: RefCell<Box<[f32; PER]>> = RefCell::new(Box::new([0.0; PER]));
+            static OUT: RefCell<Box<stream::Block>> =
+                RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
+        }
+        F32.with_borrow_mut(|buf| {
+            let mut s = range.start;
+            while s < range.end {
+                let e = (s + PER).min(range.end);
+                let n = e - s;
+                // Dense dst of 4-byte elements: element `l` at byte `4 * l`, so this
+                // base puts elements s..e at buf[0..n].
+                let base = buf.as_mut_ptr().cast::<u8>().wrapping_sub(s * 4);
+                // SAFETY: as in `run_with` for src/scales/zps; the f32 writes land
+                // in `buf` (dense, see above), which holds PER >= n elements.
+                unsafe { self.call(job, base, s..e) };
+                // SAFETY: bytes 2s..2e of dst belong to this call's range, `bind`
+                // checked the dst buffer holds every element, and an f16 needs no
+                // alignment beyond 2 (dst is a validated f16 buffer).
+                let dst = unsafe { job.dst_ptr().add(s * 2) };
+                if stream {
+                    OUT.with_borrow_mut(|o| {
+                        let out = &mut o.0[..2 * n];
+                        to_f16(&buf[..n], out);
+                        // SAFETY: as for `dst` above.
+                        unsafe { stream::copy_nt(dst, out) };
+                    });
+                } else {
+                    // SAFETY: as for `dst` above; nothing else writes these bytes
+                    // during this call (Kernel::run gives the range to this call).
+                    let out = unsafe { std::slice::from_raw_parts_mut(dst, 2 * n) };
+                    to_f16(&buf[..n], out);
+                }
+                s = e;
+            }
+        });
+        if stream {
+            stream::fence();
+        }
+    }
+
     /// # Safety
     /// `job`'s plan matches `self.spec`, `range` is inside it, and `dst` is a base
     /// at which the kernel's dst writes for `range` are valid and exclusive.
@@ -305,6 +366,18 @@ impl CompiledKernel {
                 range.end,
             )
         }
+    }
+}
+
+/// f32 values to f16 bits (little-endian) in `out` (2 bytes per value), rounding
+/// to nearest even; `half` uses F16C when the CPU has it, with the same results.
+fn to_f16(x: &[f32], out: &mut [u8]) {
+    use half::slice::HalfFloatSliceExt;
+    let mut tmp = [half::f16::ZERO; 256];
+    for (x, out) in x.chunks(256).zip(out.chunks_mut(512)) {
+        let t = &mut tmp[..x.len()];
+        t.convert_from_f32_slice(x);
+        out.copy_from_slice(bytemuck::cast_slice(t));
     }
 }
 

@@ -23,20 +23,30 @@ pub struct Spec {
     pub zps_broadcast: bool,
     /// The collapsed loop nest (`Plan::loops`).
     pub loops: Vec<Loop>,
+    /// f16 results are computed as f32 into a block buffer and converted by the
+    /// host's f16 conversion instructions (F16C, through `half`), which are exact:
+    /// dense f16 dst, when the JIT allows it and the host has them. The kernel then
+    /// stores f32 and only runs through [`Kernel::run`](crate::Kernel::run).
+    pub f16_blocks: bool,
 }
 
 impl Spec {
-    /// The spec of `plan` under `formula`.
-    pub fn of(formula: &FormulaIr, plan: &Plan) -> Spec {
+    /// The spec of `plan` under `formula`; `f16_convert` allows
+    /// [`f16_blocks`](Self::f16_blocks) (taken when the host has the instructions).
+    pub fn of(formula: &FormulaIr, plan: &Plan, f16_convert: bool) -> Spec {
         let (src, zps, dst) = plan.kernel_key();
-        Spec {
+        let mut spec = Spec {
             formula: *formula,
             src,
             zps,
             dst,
             zps_broadcast: plan.zps_broadcast(),
             loops: plan.loops().to_vec(),
-        }
+            f16_blocks: false,
+        };
+        spec.f16_blocks =
+            f16_convert && dst == DType::F16 && spec.dst_dense() && host_f16_convert();
+        spec
     }
 
     /// True when `plan` under `formula` has this spec (no allocation).
@@ -58,7 +68,8 @@ impl Spec {
         h.finish()
     }
 
-    /// The cache hash of this spec.
+    /// The cache hash of this spec (equal to [`hash_of`](Self::hash_of) its plan:
+    /// `f16_blocks` is the same for every spec of one cache).
     pub fn hash64(&self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (
@@ -78,6 +89,20 @@ impl Spec {
         self.dst.bits() / 8
     }
 
+    /// The dtype the compiled code stores: f32 under [`f16_blocks`](Self::f16_blocks).
+    pub fn out(&self) -> DType {
+        if self.f16_blocks {
+            DType::F32
+        } else {
+            self.dst
+        }
+    }
+
+    /// Bytes per element the compiled code stores.
+    pub fn out_bytes(&self) -> usize {
+        self.out().bits() / 8
+    }
+
     /// True when dst element `l` (logical index) sits at dst offset `l` (dense dst).
     pub fn dst_dense(&self) -> bool {
         let mut inner = 1usize;
@@ -88,6 +113,18 @@ impl Spec {
             inner = inner.saturating_mul(l.len);
         }
         true
+    }
+}
+
+/// True when the host converts f32 to f16 in hardware (x86-64 F16C).
+pub fn host_f16_convert() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
@@ -270,6 +307,7 @@ mod tests {
             dst,
             zps_broadcast: false,
             loops: vec![],
+            f16_blocks: false,
         }
     }
 

@@ -701,7 +701,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         let sp = self.add(self.src, so);
         let send = self.add(sp, src_len);
-        let w = self.spec.dst_bytes() as i64;
+        let w = self.spec.out_bytes() as i64;
         let dof = self.add(run.dst, j0);
         let dof = self.mul_imm(dof, w);
         let dp = self.add(self.dst, dof);
@@ -800,7 +800,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             *y = self.eval(ints, sv, true);
         }
         // Entry n's bytes in element order, then regrouped by byte position.
-        let bytes: Vec<Value> = if self.spec.dst == DType::F32 {
+        let bytes: Vec<Value> = if self.spec.out() == DType::F32 {
             ys.iter().map(|&y| self.f32_bits(y)).collect()
         } else {
             let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
@@ -813,7 +813,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             .into_iter()
             .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
             .collect();
-        let w = self.spec.dst_bytes();
+        let w = self.spec.out_bytes();
         if w == 2 {
             // v[0] = entries 0..8, v[1] = 8..16, two bytes each: low bytes to the
             // low half, high bytes to the high half, then the halves paired up.
@@ -863,7 +863,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let so = self.b.ins().ushr_imm_s(so, 1);
         let sp = self.add(self.src, so);
         let dof = self.add(run.dst, jv);
-        let dof = self.mul_imm(dof, self.spec.dst_bytes() as i64);
+        let dof = self.mul_imm(dof, self.spec.out_bytes() as i64);
         let dp = self.add(self.dst, dof);
         self.emit_lut_step(tab, sp, dp, 1);
         let jn = self.add_imm(jv, STEP);
@@ -888,7 +888,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let hi = self.vushr(v16, 4);
         let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
         let hi = self.b.ins().band(hi, m);
-        let out_bytes = 16 * self.spec.dst_bytes() as i32;
+        let out_bytes = 16 * self.spec.out_bytes() as i32;
         for h in 0..halves as u8 {
             // Nibbles 16h..16h+16 in element order.
             let idx = self.shuffle(lo, hi, (8 * h..8 * h + 8).flat_map(|i| [i, i + 16]));
@@ -1523,10 +1523,10 @@ impl<'a, 'f> Translator<'a, 'f> {
     // ---- stores ------------------------------------------------------------
 
     fn store_scalar(&mut self, dof: Value, y: Value) {
-        let w = self.spec.dst_bytes() as i64;
+        let w = self.spec.out_bytes() as i64;
         let off = self.mul_imm(dof, w);
         let addr = self.add(self.dst, off);
-        match self.spec.dst {
+        match self.spec.out() {
             DType::F64 if self.an.quiet => {
                 let x = self.b.ins().bitcast(types::I64, lanes(), y);
                 self.b.ins().store(mem(), x, addr, 0);
@@ -1551,7 +1551,7 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// 16 results at dst byte address `addr` (contiguous).
     fn store_vec_at(&mut self, addr: Value, ys: [Value; 4]) {
-        if self.spec.dst == DType::F32 {
+        if self.spec.out() == DType::F32 {
             for (k, y) in ys.into_iter().enumerate() {
                 let x = self.f32_bits(y);
                 self.b.ins().store(mem(), x, addr, 16 * k as i32);
