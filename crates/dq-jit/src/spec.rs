@@ -24,9 +24,10 @@ pub struct Spec {
     /// The collapsed loop nest (`Plan::loops`).
     pub loops: Vec<Loop>,
     /// f16 results are computed as f32 into a block buffer and converted by the
-    /// host's f16 conversion instructions (F16C, through `half`), which are exact:
-    /// dense f16 dst, when the JIT allows it and the host has them. The kernel then
-    /// stores f32 and only runs through [`Kernel::run`](crate::Kernel::run).
+    /// host's f16 conversion instructions (F16C), which are exact: dense f16 dst
+    /// from 8-bit or wider src, when the JIT allows it and the host has them. The
+    /// kernel then stores f32 and only runs through
+    /// [`Kernel::run`](crate::Kernel::run).
     pub f16_blocks: bool,
 }
 
@@ -44,8 +45,13 @@ impl Spec {
             loops: plan.loops().to_vec(),
             f16_blocks: false,
         };
-        spec.f16_blocks =
-            f16_convert && dst == DType::F16 && spec.dst_dense() && host_f16_convert();
+        // 4-bit src rounds through tables (16 values a segment), which costs less
+        // than converting every element.
+        spec.f16_blocks = f16_convert
+            && dst == DType::F16
+            && !src.is_4bit()
+            && spec.dst_dense()
+            && host_f16_convert();
         spec
     }
 
@@ -116,11 +122,11 @@ impl Spec {
     }
 }
 
-/// True when the host converts f32 to f16 in hardware (x86-64 F16C).
+/// True when the host converts f32 to f16 in hardware (x86-64 AVX + F16C).
 pub fn host_f16_convert() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("f16c")
+        std::arch::is_x86_feature_detected!("avx") && std::arch::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
