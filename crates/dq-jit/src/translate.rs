@@ -880,14 +880,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             self.load_low64(sp)
         };
-        let m = self.vconst(types::I8X16, 0x0f);
-        let lo = self.b.ins().band(v, m);
-        // A 16-bit lane shift moves each byte's high nibble down (the mask drops
-        // the bits shifted in from the next byte).
-        let v16 = self.b.ins().bitcast(types::I16X8, lanes(), v);
-        let hi = self.vushr(v16, 4);
-        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-        let hi = self.b.ins().band(hi, m);
+        let (lo, hi) = self.nibbles(v);
         let out_bytes = 16 * self.spec.out_bytes() as i32;
         for h in 0..halves as u8 {
             // Nibbles 16h..16h+16 in element order.
@@ -921,6 +914,18 @@ impl<'a, 'f> Translator<'a, 'f> {
         for (k, x) in out.into_iter().enumerate() {
             self.b.ins().store(mem(), x, dp, off + 16 * k as i32);
         }
+    }
+
+    /// The low and the high nibble of every byte of `v` (I8X16), as bytes.
+    fn nibbles(&mut self, v: Value) -> (Value, Value) {
+        let m = self.vconst(types::I8X16, 0x0f);
+        let lo = self.b.ins().band(v, m);
+        // A 16-bit lane shift moves each byte's high nibble down (the mask drops
+        // the bits shifted in from the next byte).
+        let v16 = self.b.ins().bitcast(types::I16X8, lanes(), v);
+        let hi = self.vushr(v16, 4);
+        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+        (lo, self.b.ins().band(hi, m))
     }
 
     /// Byte `idx[i]` (0..16) of `table` in lane `i`.
@@ -1156,10 +1161,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 // 8 bytes = 16 nibbles; low nibble first: element `e` is the low
                 // (even `e`) or high nibble of byte `e / 2`.
                 let v = self.load_low64(addr);
-                let m = self.vconst(types::I8X16, 0x0f);
-                let lo = self.b.ins().band(v, m);
-                let hi = self.vushr(v, 4);
-                let hi = self.b.ins().band(hi, m);
+                let (lo, hi) = self.nibbles(v);
                 let at = |e: u8| e / 2 + 16 * (e % 2);
                 self.shuffle(lo, hi, (0..16).map(|i| at(4 * (i % 4) + i / 4)))
             }
@@ -1237,16 +1239,10 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// 16 contiguous integer elements of dtype `t` (8- or 4-bit) from byte address
     /// `addr` (4-bit: from the low nibble) as [`Ints::Biased`] floats: four F32X4 of
     /// `2^23 + q + bias(t)`.
-    ///
     fn load_biased_at(&mut self, t: DType, addr: Value) -> [Value; 4] {
         if t.is_4bit() {
             let v = self.load_low64(addr);
-            let m = self.vconst(types::I8X16, 0x0f);
-            let lo = self.b.ins().band(v, m);
-            let hi = self.b.ins().bitcast(types::I16X8, lanes(), v);
-            let hi = self.vushr(hi, 4);
-            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-            let hi = self.b.ins().band(hi, m);
+            let (lo, hi) = self.nibbles(v);
             // Nibble values in element order (element 2i low, 2i + 1 high nibble).
             let x = self.shuffle(lo, hi, (0..8).flat_map(|i| [i, i + 16]));
             return self.biased_lanes(x, t);
