@@ -5,11 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 filter="${1:-}"
 bin=$(cargo test --test jit --no-run --message-format=json 2>/dev/null \
-  | grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/' | tail -n 1)
+  | grep -o '"executable":"[^"]*/deps/jit-[^"]*"' | sed 's/"executable":"\(.*\)"/\1/' | tail -n 1)
 [ -x "$bin" ] || { echo "could not build the jit test binary" >&2; exit 2; }
 tests=(strided_4bit_src_and_odd_offsets static_op_with_extreme_zero_points
        eviction_frees_code_and_kernels_in_use_stay_valid racing_threads_compile_once
-       a_kernel_refuses_another_plans_job large_shapes_match_reference axes_form_every_dtype)
+       a_kernel_refuses_another_plans_job large_shapes_match_reference axes_form_every_dtype
+       f16_and_bf16_rounding_over_many_bit_patterns bf16_nan_rule_holds_for_pass_through_and_nan_literals)
 [ -n "$filter" ] && tests=("$filter")
 for t in "${tests[@]}"; do
   echo "== valgrind: $t"
