@@ -497,7 +497,11 @@ fn large_shapes_match_reference() {
     // Outputs over half the last-level cache take the streaming path; odd row
     // counts leave a partial last block.
     let llc = dq::arch::llc_bytes();
-    for (src, dst) in [(DType::S8, DType::F32), (DType::U4, DType::BF16)] {
+    for (src, dst) in [
+        (DType::S8, DType::F32),
+        (DType::U4, DType::BF16),
+        (DType::S8, DType::F16),
+    ] {
         let rows = llc / 2 / (dst.bits() / 8) / 1024 + 3;
         let c = dynamic(
             DynamicDequantize::per_group(vec![1, 128]),

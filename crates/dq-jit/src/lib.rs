@@ -276,74 +276,72 @@ impl CompiledKernel {
         Ok(())
     }
 
-    /// Computes blocks into a thread-local buffer and streams them to dst.
-    fn run_streaming(&self, job: &Job<'_>, range: Range<usize>) {
+    /// Runs `range` block by block: the kernel writes each block's results (dense,
+    /// `Spec::out_bytes` an element; streaming and f16 blocks both need a dense dst)
+    /// into a thread-local staging buffer, then `flush(s, bytes)` moves the block
+    /// that starts at element `s` to dst.
+    fn run_blocks(&self, job: &Job<'_>, range: Range<usize>, mut flush: impl FnMut(usize, &[u8])) {
         thread_local! {
             static BUF: RefCell<Box<stream::Block>> =
                 RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
         }
-        let w = self.spec.dst_bytes();
+        debug_assert!(self.spec.dst_dense());
+        let w = self.spec.out_bytes();
         let per = stream::BLOCK_BYTES / w;
-        BUF.with(|b| {
-            let mut b = b.borrow_mut();
+        BUF.with_borrow_mut(|b| {
             let buf = &mut b.0;
             let mut s = range.start;
             while s < range.end {
                 let e = (s + per).min(range.end);
-                // Dense dst: element `l` lives at byte `l * w`, so this base puts
+                // Dense output: element `l` lives at byte `l * w`, so this base puts
                 // elements s..e at buf[0..(e - s) * w].
                 let base = buf.as_mut_ptr().wrapping_sub(s * w);
-                // SAFETY: as in `run_with` for src/scales/zps; dst writes land in
-                // `buf` (dense dst, see above), which holds `per` elements.
+                // SAFETY: as in `run_with` for src/scales/zps; the kernel's writes
+                // land in `buf` (dense, see above), which holds `per` elements.
                 unsafe { self.call(job, base, s..e) };
-                // SAFETY: bytes s*w..e*w of dst belong to this call's range, and
-                // `bind` checked the dst buffer holds every element.
-                unsafe { stream::copy_nt(job.dst_ptr().add(s * w), &buf[..(e - s) * w]) };
+                flush(s, &buf[..(e - s) * w]);
                 s = e;
             }
+        });
+    }
+
+    /// Computes blocks into a thread-local buffer and streams them to dst.
+    fn run_streaming(&self, job: &Job<'_>, range: Range<usize>) {
+        let w = self.spec.dst_bytes();
+        self.run_blocks(job, range, |s, block| {
+            // SAFETY: the block's bytes s*w.. of dst belong to this call's range,
+            // and `bind` checked the dst buffer holds every element.
+            unsafe { stream::copy_nt(job.dst_ptr().add(s * w), block) }
         });
         stream::fence();
     }
 
-    /// Under [`Spec::f16_blocks`](crate::Spec): computes blocks of f32 results into a
-    /// thread-local buffer and converts each to f16 into dst (through the stream
-    /// block and non-temporal stores when `stream`).
+    /// Under [`Spec::f16_blocks`](crate::Spec): computes blocks of f32 results and
+    /// converts each to f16 into dst (through a second block and non-temporal
+    /// stores when `stream`).
     fn run_f16_blocks(&self, job: &Job<'_>, range: Range<usize>, stream: bool) {
-        const PER: usize = stream::BLOCK_BYTES / 2;
         thread_local! {
-            static F32: RefCell<Box<[f32; PER]>> = RefCell::new(Box::new([0.0; PER]));
             static OUT: RefCell<Box<stream::Block>> =
                 RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
         }
-        F32.with_borrow_mut(|buf| {
-            let mut s = range.start;
-            while s < range.end {
-                let e = (s + PER).min(range.end);
-                let n = e - s;
-                // Dense dst of 4-byte elements: element `l` at byte `4 * l`, so this
-                // base puts elements s..e at buf[0..n].
-                let base = buf.as_mut_ptr().cast::<u8>().wrapping_sub(s * 4);
-                // SAFETY: as in `run_with` for src/scales/zps; the f32 writes land
-                // in `buf` (dense, see above), which holds PER >= n elements.
-                unsafe { self.call(job, base, s..e) };
-                // SAFETY: bytes 2s..2e of dst belong to this call's range, `bind`
-                // checked the dst buffer holds every element, and an f16 needs no
-                // alignment beyond 2 (dst is a validated f16 buffer).
-                let dst = unsafe { job.dst_ptr().add(s * 2) };
-                if stream {
-                    OUT.with_borrow_mut(|o| {
-                        let out = &mut o.0[..2 * n];
-                        to_f16(&buf[..n], out);
-                        // SAFETY: as for `dst` above.
-                        unsafe { stream::copy_nt(dst, out) };
-                    });
-                } else {
-                    // SAFETY: as for `dst` above; nothing else writes these bytes
-                    // during this call (Kernel::run gives the range to this call).
-                    let out = unsafe { std::slice::from_raw_parts_mut(dst, 2 * n) };
-                    to_f16(&buf[..n], out);
-                }
-                s = e;
+        self.run_blocks(job, range, |s, block| {
+            let n = block.len() / 4;
+            // SAFETY: bytes 2s..2(s + n) of dst belong to this call's range, `bind`
+            // checked the dst buffer holds every element, and an f16 needs no
+            // alignment beyond 2 (dst is a validated f16 buffer).
+            let dst = unsafe { job.dst_ptr().add(s * 2) };
+            if stream {
+                OUT.with_borrow_mut(|o| {
+                    let out = &mut o.0[..2 * n];
+                    to_f16(block, out);
+                    // SAFETY: as for `dst` above.
+                    unsafe { stream::copy_nt(dst, out) };
+                });
+            } else {
+                // SAFETY: as for `dst` above; nothing else writes these bytes
+                // during this call (Kernel::run gives the range to this call).
+                let out = unsafe { std::slice::from_raw_parts_mut(dst, 2 * n) };
+                to_f16(block, out);
             }
         });
         if stream {
@@ -369,10 +367,11 @@ impl CompiledKernel {
     }
 }
 
-/// f32 values to f16 bits (little-endian) in `out` (2 bytes per value), rounding
-/// to nearest even with NaNs quieted, as F16C does (and `half`, the fallback).
-fn to_f16(x: &[f32], out: &mut [u8]) {
-    assert_eq!(out.len(), 2 * x.len());
+/// f32 values (little-endian bytes `x`) to f16 bits (little-endian) in `out`,
+/// rounding to nearest even with NaNs quieted, as F16C does (and `half`, the
+/// fallback).
+fn to_f16(x: &[u8], out: &mut [u8]) {
+    assert!(x.len().is_multiple_of(4) && out.len() == x.len() / 2);
     #[cfg(target_arch = "x86_64")]
     if spec::host_f16_convert() {
         // SAFETY: the host has AVX and F16C (checked just above); the lengths
@@ -380,31 +379,34 @@ fn to_f16(x: &[f32], out: &mut [u8]) {
         unsafe { to_f16_f16c(x, out) };
         return;
     }
-    for (x, o) in x.iter().zip(out.chunks_exact_mut(2)) {
-        o.copy_from_slice(&half::f16::from_f32(*x).to_le_bytes());
+    for (x, o) in x.chunks_exact(4).zip(out.chunks_exact_mut(2)) {
+        let v = f32::from_le_bytes(x.try_into().expect("4 bytes"));
+        o.copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
     }
 }
 
 /// [`to_f16`] with F16C, 8 values a step.
 ///
 /// # Safety
-/// The CPU has AVX and F16C, and `out.len() == 2 * x.len()`.
+/// The CPU has AVX and F16C, `x.len()` is a multiple of 4 and `out.len() == x.len() / 2`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx,f16c")]
-unsafe fn to_f16_f16c(x: &[f32], out: &mut [u8]) {
+unsafe fn to_f16_f16c(x: &[u8], out: &mut [u8]) {
     use std::arch::x86_64::*;
-    let whole = x.len() / 8 * 8;
+    let n = x.len() / 4;
+    let whole = n / 8 * 8;
     for i in (0..whole).step_by(8) {
-        // SAFETY: i + 8 <= x.len(), so 32 bytes of `x` at i and 16 bytes of `out`
-        // at 2i (out.len() == 2 * x.len(), caller) are in bounds.
+        // SAFETY: i + 8 <= n, so 32 bytes of `x` at 4i and 16 bytes of `out` at 2i
+        // (out.len() == 2n, caller) are in bounds.
         unsafe {
-            let v = _mm256_loadu_ps(x.as_ptr().add(i));
+            let v = _mm256_loadu_ps(x.as_ptr().add(4 * i).cast());
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
             _mm_storeu_si128(out.as_mut_ptr().add(2 * i).cast(), h);
         }
     }
-    for i in whole..x.len() {
-        out[2 * i..2 * i + 2].copy_from_slice(&half::f16::from_f32(x[i]).to_le_bytes());
+    for i in whole..n {
+        let v = f32::from_le_bytes(x[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+        out[2 * i..2 * i + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
     }
 }
 

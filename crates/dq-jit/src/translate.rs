@@ -778,7 +778,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// `zv` is as [`vec_z`](Self::vec_z) makes it.
     fn lut_table(&mut self, sv: Value, zv: Value) -> Vec<Value> {
         let signed = self.spec.src == DType::S4;
-        let k = Some(self.bias_splat(self.spec.src));
+        let k = self.biased.then(|| self.bias_splat(self.spec.src));
         let mut ys = [sv; 4];
         for (i, y) in ys.iter_mut().enumerate() {
             let n = |l: usize| {
