@@ -318,6 +318,16 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             start
         };
+        if self.spec.loops.len() == 1 {
+            // One loop holds every element, and the caller checks `end <= numel`:
+            // the range is a single run.
+            let base = self.emit_bases(&[]);
+            self.emit_inner(start, end, base);
+            self.b.ins().jump(ret, &[]);
+            self.b.switch_to_block(ret);
+            self.b.ins().return_(&[]);
+            return;
+        }
         let remaining = self.b.ins().isub(end, start);
         let idx = self.unravel(start);
         let run = self.b.create_block();
@@ -416,7 +426,8 @@ impl<'a, 'f> Translator<'a, 'f> {
     fn emit_advance(&mut self, k: usize, idx: &[Value], left: Value, run: Block) {
         let zero = self.iconst(0);
         if k == 0 {
-            // Only one loop: a run always finishes the range or the loop.
+            // The outermost loop wrapped: unreachable while `left > 0` (single-loop
+            // specs never get here), but the block needs a terminator.
             let mut args: Vec<_> = idx.iter().map(|&v| v.into()).collect();
             args[0] = zero.into();
             args.push(left.into());
