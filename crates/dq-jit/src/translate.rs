@@ -19,7 +19,7 @@ use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     Block, BlockArg, ConstantData, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode,
-    Type, Value, types,
+    StackSlotData, StackSlotKind, Type, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::FunctionBuilder;
@@ -58,6 +58,17 @@ pub enum Lut {
     Pshufb,
 }
 
+/// The steps of [`Translator::emit_vector_loop`].
+#[derive(Clone, Copy)]
+enum Steps {
+    /// 16 elements a step.
+    Plain,
+    /// 16 elements a step, the step given its first element's index.
+    Indexed,
+    /// 32 elements a step.
+    Double,
+}
+
 /// How an element gets its scale and zero point.
 #[derive(Clone, Copy)]
 enum Params {
@@ -65,6 +76,9 @@ enum Params {
     Fixed { s: Value, z: Value },
     /// Per element: scale index `base + j * scale_stride` (innermost group of 1).
     PerElem { base: Value },
+    /// A 4-bit segment's results, looked up: the address of its 16 entries in
+    /// nibble order (see [`Translator::store_table`]).
+    Table { addr: Value },
 }
 
 /// The integer operands of [`Translator::eval`].
@@ -172,6 +186,11 @@ pub struct Translator<'a, 'f> {
     /// Vector code takes src and zero points as [`Ints::Biased`] floats (a byte
     /// shuffle places each value in the mantissa of 2^23, no integer conversion).
     biased: bool,
+    /// While a table segment is emitted: where its 16 results are, for the
+    /// elements it does one at a time.
+    table: Option<Value>,
+    /// The stack slot tables go to, created on first use.
+    table_slot: Option<Value>,
 }
 
 fn mem() -> MemFlagsData {
@@ -211,6 +230,8 @@ impl<'a, 'f> Translator<'a, 'f> {
             byte_consts: HashMap::new(),
             lut,
             biased: lut == Lut::Pshufb && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
+            table: None,
+            table_slot: None,
         };
         t.emit_entry(p[4], p[5]);
         t.b.seal_all_blocks();
@@ -359,11 +380,14 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// True when only the first element of a call can sit on an odd nibble, so the
     /// 4-bit vector code peels it once at entry instead of checking every segment:
     /// contiguous inner loop of even length, even outer src strides, and segments
-    /// (groups along the inner loop) of even length.
+    /// (groups along the inner loop) of even length. Not with
+    /// [`table_scalar`](Self::table_scalar) segments, whose odd first element is
+    /// a table lookup.
     fn peel_at_entry(&self) -> bool {
         let n = self.spec.loops.len();
         let inner = self.inner();
         self.spec.src.is_4bit()
+            && !self.table_scalar()
             && inner.src_stride == 1
             && inner.len.is_multiple_of(2)
             && (inner.is_constant() || inner.group.is_multiple_of(2) || inner.group == 1)
@@ -554,7 +578,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             None
         };
         let tail = self.enter_vector(zb, j0);
-        let jv = self.emit_vector_loop(j0, j1, run, true, STEP, |t, j, sp, dp| {
+        self.emit_vector_loop((j0, j1), run, tail, Steps::Indexed, |t, j, sp, dp| {
             let s = t.load_scale_vec(run.scale, j);
             let z = match zb {
                 Some(z) => [t.vec_z(z); 4],
@@ -568,10 +592,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             };
             t.emit_vector_step(sp, dp, s, z);
         });
-        self.b.ins().jump(tail, &[jv.into()]);
-        self.b.switch_to_block(tail);
-        let jt = self.b.block_params(tail)[0];
-        self.emit_scalar_loop(jt, j1, run, params);
+        self.emit_scalar_loop_at(tail, j1, run, params);
     }
 
     /// Elements `j0..j1` with a fixed scale and zero point: vector steps when the
@@ -588,18 +609,22 @@ impl<'a, 'f> Translator<'a, 'f> {
         let tail = self.enter_vector(Some(z), j0);
         let sv = self.b.ins().splat(types::F32X4, s);
         let zv = self.vec_z(z);
-        let jv = if self.lut_pays() {
-            let tab = self.lut_table(sv, zv);
-            self.emit_lut_loop(j0, j1, run, &tab)
+        let mut p = p;
+        if self.lut_pays() {
+            let (tab, entries) = self.lut_table(sv, zv);
+            if self.table_scalar() {
+                let addr = self.store_table(&entries);
+                p = Params::Table { addr };
+                self.table = Some(addr);
+            }
+            self.emit_lut_loop(j0, j1, run, &tab, tail);
+            self.table = None;
         } else {
-            self.emit_vector_loop(j0, j1, run, false, STEP, |t, _, sp, dp| {
+            self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
                 t.emit_vector_step(sp, dp, [sv; 4], [zv; 4])
-            })
-        };
-        self.b.ins().jump(tail, &[jv.into()]);
-        self.b.switch_to_block(tail);
-        let jt = self.b.block_params(tail)[0];
-        self.emit_scalar_loop(jt, j1, run, p);
+            });
+        }
+        self.emit_scalar_loop_at(tail, j1, run, p);
     }
 
     /// Branches to a fresh block where the zero point may take the vector path, or
@@ -674,22 +699,26 @@ impl<'a, 'f> Translator<'a, 'f> {
         z
     }
 
-    /// The `elems`-wide loop (a power of two, 16 or 32) from `j0` while `elems`
-    /// elements remain before `j1`; returns the first index not done. A 4-bit src
-    /// starting on an odd nibble peels one element first (unless the function
-    /// did at entry), so vector loads start on a byte.
+    /// The vector loop from `j0` while a step's elements remain before `j1`;
+    /// then jumps to `exit` with the first index not done. A 4-bit src starting
+    /// on an odd nibble peels one element first (unless the function did at
+    /// entry), so vector loads start on a byte.
     ///
     /// The loop is bottom-tested and counts with the src address alone; `step`
-    /// gets the element index only when `with_j` (else `j0`, meaningless).
+    /// gets the element index only for [`Steps::Indexed`] (else `j0`, meaningless).
     fn emit_vector_loop(
         &mut self,
-        j0: Value,
-        j1: Value,
+        (j0, j1): (Value, Value),
         run: Run,
-        with_j: bool,
-        elems: i64,
+        exit: Block,
+        steps: Steps,
         step: impl Fn(&mut Self, Value, Value, Value),
-    ) -> Value {
+    ) {
+        let (elems, with_j) = match steps {
+            Steps::Plain => (STEP, false),
+            Steps::Indexed => (STEP, true),
+            Steps::Double => (2 * STEP, false),
+        };
         let j0 = if self.spec.src.is_4bit() && !self.peel_at_entry() {
             self.emit_peel(j0, j1, run)
         } else {
@@ -717,7 +746,6 @@ impl<'a, 'f> Translator<'a, 'f> {
         let dof = self.mul_imm(dof, w);
         let dp = self.add(self.dst, dof);
         let body = self.b.create_block();
-        let exit = self.b.create_block();
         let sp_p = self.b.append_block_param(body, types::I64);
         let dp_p = self.b.append_block_param(body, types::I64);
         let mut args: Vec<BlockArg> = vec![sp.into(), dp.into()];
@@ -727,7 +755,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             j0
         };
-        self.b.ins().brif(covered, body, &args, exit, &[]);
+        self.b.ins().brif(covered, body, &args, exit, &[jv.into()]);
         self.b.switch_to_block(body);
         step(self, j, sp_p, dp_p);
         let spn = self.add_imm(sp_p, src_step);
@@ -737,9 +765,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             args.push(self.add_imm(j, elems).into());
         }
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, spn, send);
-        self.b.ins().brif(more, body, &args, exit, &[]);
-        self.b.switch_to_block(exit);
-        jv
+        self.b.ins().brif(more, body, &args, exit, &[jv.into()]);
     }
 
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
@@ -787,7 +813,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// [`emit_vector_step`](Self::emit_vector_step), as byte tables: entry `n`'s
     /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
     /// `zv` is as [`vec_z`](Self::vec_z) makes it.
-    fn lut_table(&mut self, sv: Value, zv: Value) -> Vec<Value> {
+    fn lut_table(&mut self, sv: Value, zv: Value) -> (Vec<Value>, Vec<Value>) {
         let signed = self.spec.src == DType::S4;
         let k = self.biased.then(|| self.bias_splat(self.spec.src));
         let mut ys = [sv; 4];
@@ -831,10 +857,11 @@ impl<'a, 'f> Translator<'a, 'f> {
             let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
             let a = self.shuffle(v[0], v[0], split.clone());
             let b = self.shuffle(v[1], v[1], split);
-            return vec![
+            let planes = vec![
                 self.shuffle(a, b, (0..8).chain(16..24)),
                 self.shuffle(a, b, (8..16).chain(24..32)),
             ];
+            return (planes, v);
         }
         // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
         let pick = |b: u8| {
@@ -846,29 +873,60 @@ impl<'a, 'f> Translator<'a, 'f> {
         let hi01 = self.shuffle(v[0], v[1], pick(2));
         let lo23 = self.shuffle(v[2], v[3], pick(0));
         let hi23 = self.shuffle(v[2], v[3], pick(2));
-        vec![
+        let planes = vec![
             self.shuffle(lo01, lo23, (0..8).chain(16..24)),
             self.shuffle(lo01, lo23, (8..16).chain(24..32)),
             self.shuffle(hi01, hi23, (0..8).chain(16..24)),
             self.shuffle(hi01, hi23, (8..16).chain(24..32)),
-        ]
+        ];
+        (planes, v)
+    }
+
+    /// True when a table segment's single elements (odd first nibble, tail) are
+    /// looked up in its table rather than computed: always, unless a zero point
+    /// checked at run time can send a whole segment to scalar code (the table
+    /// is then not exact).
+    fn table_scalar(&self) -> bool {
+        self.lut_pays() && !self.an.z_checked
+    }
+
+    /// Stores a table's entries (`entries`: 16 results in nibble order, as I8X16
+    /// vectors) to the function's table slot; returns the slot's address.
+    fn store_table(&mut self, entries: &[Value]) -> Value {
+        let addr = match self.table_slot {
+            Some(a) => a,
+            None => {
+                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
+                let slot = self.b.create_sized_stack_slot(data);
+                let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
+                let a = pos.ins().stack_addr(types::I64, slot, 0);
+                self.table_slot = Some(a);
+                a
+            }
+        };
+        for (k, &e) in entries.iter().enumerate() {
+            self.b.ins().store(mem(), e, addr, 16 * k as i32);
+        }
+        addr
     }
 
     /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
-    /// when 16 are left; returns the first index not done.
-    fn emit_lut_loop(&mut self, j0: Value, j1: Value, run: Run, tab: &[Value]) -> Value {
-        let jv = self.emit_vector_loop(j0, j1, run, false, 2 * STEP, |t, _, sp, dp| {
+    /// when 16 are left; jumps to `exit` with the first index not done.
+    fn emit_lut_loop(&mut self, j0: Value, j1: Value, run: Run, tab: &[Value], exit: Block) {
+        let mid = self.b.create_block();
+        let jv = self.b.append_block_param(mid, types::I64);
+        self.emit_vector_loop((j0, j1), run, mid, Steps::Double, |t, _, sp, dp| {
             t.emit_lut_step(tab, sp, dp, 2)
         });
+        self.b.switch_to_block(mid);
         // `jv` is even (the loop peeled an odd start).
         let left = self.b.ins().isub(j1, jv);
         let one = self
             .b
             .ins()
             .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, left, STEP);
-        let (step, done) = (self.b.create_block(), self.b.create_block());
-        let jd = self.b.append_block_param(done, types::I64);
-        self.b.ins().brif(one, step, &[], done, &[jv.into()]);
+        let step = self.b.create_block();
+        self.b.ins().brif(one, step, &[], exit, &[jv.into()]);
         self.b.switch_to_block(step);
         let so = self.add(run.src, jv);
         let so = self.b.ins().ushr_imm_s(so, 1);
@@ -878,9 +936,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let dp = self.add(self.dst, dof);
         self.emit_lut_step(tab, sp, dp, 1);
         let jn = self.add_imm(jv, STEP);
-        self.b.ins().jump(done, &[jn.into()]);
-        self.b.switch_to_block(done);
-        jd
+        self.b.ins().jump(exit, &[jn.into()]);
     }
 
     /// `16 * halves` elements by table lookup: `8 * halves` src bytes at `sp` (from
@@ -989,26 +1045,36 @@ impl<'a, 'f> Translator<'a, 'f> {
         let jn = self.b.append_block_param(next, types::I64);
         self.b.ins().brif(peel, one, &[], next, &[j0.into()]);
         self.b.switch_to_block(one);
-        let j1p = self.add_imm(j0, 1);
         let p = self.fixed_params_for_peel(run);
-        self.emit_scalar_loop(j0, j1p, run, p);
+        self.emit_scalar_elem(j0, run, p);
+        let j1p = self.add_imm(j0, 1);
         self.b.ins().jump(next, &[j1p.into()]);
         self.b.switch_to_block(next);
         jn
     }
 
-    /// Peeled elements reload their params (they may be per element).
+    /// Peeled elements reload their params (they may be per element), or look
+    /// up the current segment's table.
     fn fixed_params_for_peel(&mut self, run: Run) -> Params {
-        Params::PerElem { base: run.scale }
+        match self.table {
+            Some(addr) => Params::Table { addr },
+            None => Params::PerElem { base: run.scale },
+        }
     }
 
     /// Scalar loop over `j0..j1`.
     fn emit_scalar_loop(&mut self, j0: Value, j1: Value, run: Run, p: Params) {
         let head = self.b.create_block();
-        let j = self.b.append_block_param(head, types::I64);
-        let (body, exit) = (self.b.create_block(), self.b.create_block());
+        self.b.append_block_param(head, types::I64);
         self.b.ins().jump(head, &[j0.into()]);
+        self.emit_scalar_loop_at(head, j1, run, p);
+    }
+
+    /// Scalar loop from `head`'s param (jumped to, not yet switched to) to `j1`.
+    fn emit_scalar_loop_at(&mut self, head: Block, j1: Value, run: Run, p: Params) {
+        let (body, exit) = (self.b.create_block(), self.b.create_block());
         self.b.switch_to_block(head);
+        let j = self.b.block_params(head)[0];
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, j, j1);
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
@@ -1018,10 +1084,36 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.switch_to_block(exit);
     }
 
+    /// One element `j` of the current run from the table at `addr`: the entry
+    /// of its nibble, copied.
+    fn emit_table_elem(&mut self, j: Value, run: Run, addr: Value) {
+        let inner = self.inner();
+        let so = self.mul_imm(j, inner.src_stride as i64);
+        let so = self.add(run.src, so);
+        let byte = self.b.ins().ushr_imm_s(so, 1);
+        let at = self.add(self.src, byte);
+        let x = self.b.ins().uload8(types::I64, mem(), at, 0);
+        let sh = self.b.ins().band_imm_s(so, 1);
+        let sh = self.b.ins().ishl_imm_s(sh, 2);
+        let x = self.b.ins().ushr(x, sh);
+        let n = self.b.ins().band_imm_s(x, 15);
+        let w = self.spec.out_bytes() as i64;
+        let off = self.mul_imm(n, w);
+        let at = self.add(addr, off);
+        let dof = self.mul_imm(j, inner.dst_stride as i64);
+        let dof = self.add(run.dst, dof);
+        let dof = self.mul_imm(dof, w);
+        let dp = self.add(self.dst, dof);
+        let ty = Type::int_with_byte_size(w as u16).expect("a 2, 4 or 8-byte dst");
+        let x = self.b.ins().load(ty, mem(), at, 0);
+        self.b.ins().store(mem(), x, dp, 0);
+    }
+
     /// One element `j` of the current run.
     fn emit_scalar_elem(&mut self, j: Value, run: Run, p: Params) {
         let inner = self.inner();
         let (s, z) = match p {
+            Params::Table { addr } => return self.emit_table_elem(j, run, addr),
             Params::Fixed { s, z } => (s, z),
             Params::PerElem { base } => {
                 let sidx = if inner.is_constant() {
