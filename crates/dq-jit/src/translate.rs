@@ -166,6 +166,9 @@ struct Run {
     scale: Value,
 }
 
+/// Vector constants by type and lane bits.
+type Consts = HashMap<(Type, u64), Value>;
+
 /// Emits the IR of one kernel into a [`FunctionBuilder`].
 pub struct Translator<'a, 'f> {
     b: FunctionBuilder<'f>,
@@ -178,7 +181,7 @@ pub struct Translator<'a, 'f> {
     /// The entry block, where vector constants are materialised once.
     entry: Block,
     /// Vector constants already in `entry`, by type and lane bits.
-    consts: HashMap<(Type, u64), Value>,
+    consts: Consts,
     /// I8X16 constants already in `entry`, by bytes.
     byte_consts: HashMap<Vec<u8>, Value>,
     /// The byte shuffle for 4-bit table lookups.
@@ -191,6 +194,8 @@ pub struct Translator<'a, 'f> {
     table: Option<Value>,
     /// The stack slot tables go to, created on first use.
     table_slot: Option<Value>,
+    /// Vector constants of one block, under [`Translator::local_consts`].
+    local: Option<(Option<Block>, Consts)>,
 }
 
 fn mem() -> MemFlagsData {
@@ -232,6 +237,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             biased: lut == Lut::Pshufb && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
             table: None,
             table_slot: None,
+            local: None,
         };
         t.emit_entry(p[4], p[5]);
         t.b.seal_all_blocks();
@@ -304,20 +310,51 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// A vector constant with every lane `bits` (integer or float lanes), emitted
     /// once at the top of the entry block so loops only use a register.
+    ///
+    /// Inside [`local_consts`](Self::local_consts) code (outside hot loops), it is
+    /// emitted where first used instead: a short live range, where a hoisted one
+    /// would hold a register across the whole function.
     fn vconst(&mut self, ty: Type, bits: u64) -> Value {
-        if let Some(&v) = self.consts.get(&(ty, bits)) {
+        let key = (ty, bits);
+        let cur = self.b.current_block();
+        if let Some((b, m)) = &mut self.local
+            && *b != cur
+        {
+            // A new block: the last block's constants may not dominate it.
+            (*b, *m) = (cur, HashMap::new());
+        }
+        let consts = self.local.as_ref().map_or(&self.consts, |l| &l.1);
+        if let Some(&v) = consts.get(&key) {
             return v;
         }
-        let lane = ty.lane_type();
-        let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
-        let c = match lane {
-            types::F32 => pos.ins().f32const(f32::from_bits(bits as u32)),
-            types::F64 => pos.ins().f64const(f64::from_bits(bits)),
-            _ => pos.ins().iconst(lane, bits as i64),
-        };
-        let v = pos.ins().splat(ty, c);
-        self.consts.insert((ty, bits), v);
+        let here = cur.filter(|_| self.local.is_some());
+        let mut pos = FuncCursor::new(self.b.func);
+        match here {
+            Some(b) => pos.goto_bottom(b),
+            None => pos.goto_first_insertion_point(self.entry),
+        }
+        // One constant-pool load (a scalar constant and a splat take three
+        // instructions for integer lanes).
+        let lane = ty.lane_bits() as usize / 8;
+        let bytes: Vec<u8> = (0..ty.lane_count())
+            .flat_map(|_| bits.to_le_bytes().into_iter().take(lane))
+            .collect();
+        let c = pos.func.dfg.constants.insert(ConstantData::from(bytes));
+        let v = pos.ins().vconst(ty, c);
+        self.local
+            .as_mut()
+            .map_or(&mut self.consts, |l| &mut l.1)
+            .insert(key, v);
         v
+    }
+
+    /// Runs `f` with vector constants local to the block using them (see
+    /// [`vconst`](Self::vconst)).
+    fn local_consts<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.local = Some((self.b.current_block(), HashMap::new()));
+        let r = f(self);
+        self.local = None;
+        r
     }
 
     fn inner(&self) -> Loop {
@@ -611,7 +648,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let zv = self.vec_z(z);
         let mut p = p;
         if self.lut_pays() {
-            let (tab, entries) = self.lut_table(sv, zv);
+            let (tab, entries) = self.local_consts(|t| t.lut_table(sv, zv));
             if self.table_scalar() {
                 let addr = self.store_table(&entries);
                 p = Params::Table { addr };
@@ -840,7 +877,11 @@ impl<'a, 'f> Translator<'a, 'f> {
         let bytes: Vec<Value> = if self.spec.out() == DType::F32 {
             ys.iter().map(|&y| self.f32_bits(y)).collect()
         } else {
-            let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
+            let h: Vec<Value> = if self.spec.dst == DType::F16 {
+                self.round_f16_looped(ys)
+            } else {
+                ys.iter().map(|&y| self.round_16(y)).collect()
+            };
             vec![
                 self.b.ins().unarrow(h[0], h[1]),
                 self.b.ins().unarrow(h[2], h[3]),
@@ -890,20 +931,48 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.lut_pays() && !self.an.z_checked
     }
 
+    /// The address of the function's 64-byte stack slot (tables, and f16
+    /// rounding in a loop), created on first use.
+    fn table_slot(&mut self) -> Value {
+        if let Some(a) = self.table_slot {
+            return a;
+        }
+        let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
+        let slot = self.b.create_sized_stack_slot(data);
+        let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
+        let a = pos.ins().stack_addr(types::I64, slot, 0);
+        self.table_slot = Some(a);
+        a
+    }
+
+    /// [`round_f16`](Self::round_f16) of four F32X4, by a loop over the stack
+    /// slot: one copy of the rounding code instead of four (compile time).
+    fn round_f16_looped(&mut self, ys: [Value; 4]) -> Vec<Value> {
+        let addr = self.table_slot();
+        for (k, &y) in ys.iter().enumerate() {
+            self.b.ins().store(mem(), y, addr, 16 * k as i32);
+        }
+        let end = self.add_imm(addr, 64);
+        let (body, done) = (self.b.create_block(), self.b.create_block());
+        let p = self.b.append_block_param(body, types::I64);
+        self.b.ins().jump(body, &[addr.into()]);
+        self.b.switch_to_block(body);
+        let y = self.b.ins().load(types::F32X4, mem(), p, 0);
+        let h = self.round_f16(y);
+        self.b.ins().store(mem(), h, p, 0);
+        let pn = self.add_imm(p, 16);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, pn, end);
+        self.b.ins().brif(more, body, &[pn.into()], done, &[]);
+        self.b.switch_to_block(done);
+        (0..4)
+            .map(|k| self.b.ins().load(types::I32X4, mem(), addr, 16 * k))
+            .collect()
+    }
+
     /// Stores a table's entries (`entries`: 16 results in nibble order, as I8X16
     /// vectors) to the function's table slot; returns the slot's address.
     fn store_table(&mut self, entries: &[Value]) -> Value {
-        let addr = match self.table_slot {
-            Some(a) => a,
-            None => {
-                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
-                let slot = self.b.create_sized_stack_slot(data);
-                let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
-                let a = pos.ins().stack_addr(types::I64, slot, 0);
-                self.table_slot = Some(a);
-                a
-            }
-        };
+        let addr = self.table_slot();
         for (k, &e) in entries.iter().enumerate() {
             self.b.ins().store(mem(), e, addr, 16 * k as i32);
         }
