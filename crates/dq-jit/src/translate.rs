@@ -194,8 +194,8 @@ pub struct Translator<'a, 'f> {
     table: Option<Value>,
     /// The stack slot tables go to, created on first use.
     table_slot: Option<Value>,
-    /// Vector constants of one block, under [`Translator::local_consts`].
-    local: Option<(Option<Block>, Consts)>,
+    /// Under [`Translator::local_consts`]: the block its constants go to, and them.
+    local: Option<(Block, Consts)>,
 }
 
 fn mem() -> MemFlagsData {
@@ -312,25 +312,22 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// once at the top of the entry block so loops only use a register.
     ///
     /// Inside [`local_consts`](Self::local_consts) code (outside hot loops), it is
-    /// emitted where first used instead: a short live range, where a hoisted one
-    /// would hold a register across the whole function.
+    /// emitted in that code's first block instead: a short live range, where a
+    /// hoisted one would hold a register across the whole function.
     fn vconst(&mut self, ty: Type, bits: u64) -> Value {
         let key = (ty, bits);
-        let cur = self.b.current_block();
-        if let Some((b, m)) = &mut self.local
-            && *b != cur
-        {
-            // A new block: the last block's constants may not dominate it.
-            (*b, *m) = (cur, HashMap::new());
-        }
         let consts = self.local.as_ref().map_or(&self.consts, |l| &l.1);
         if let Some(&v) = consts.get(&key) {
             return v;
         }
-        let here = cur.filter(|_| self.local.is_some());
         let mut pos = FuncCursor::new(self.b.func);
-        match here {
-            Some(b) => pos.goto_bottom(b),
+        match self.local.as_ref().map(|l| l.0) {
+            // Before the block's terminator once it has one (`f` went on to a
+            // block it dominates).
+            Some(b) => match pos.func.layout.last_inst(b) {
+                Some(i) if pos.func.dfg.insts[i].opcode().is_terminator() => pos.goto_inst(i),
+                _ => pos.goto_bottom(b),
+            },
             None => pos.goto_first_insertion_point(self.entry),
         }
         // One constant-pool load (a scalar constant and a splat take three
@@ -348,10 +345,11 @@ impl<'a, 'f> Translator<'a, 'f> {
         v
     }
 
-    /// Runs `f` with vector constants local to the block using them (see
-    /// [`vconst`](Self::vconst)).
+    /// Runs `f` with vector constants local to the current block (see
+    /// [`vconst`](Self::vconst)), which must dominate every block `f` emits.
     fn local_consts<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
-        self.local = Some((self.b.current_block(), HashMap::new()));
+        let here = self.b.current_block().expect("emitting into a block");
+        self.local = Some((here, HashMap::new()));
         let r = f(self);
         self.local = None;
         r
