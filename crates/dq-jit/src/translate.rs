@@ -69,6 +69,15 @@ enum Steps {
     Double,
 }
 
+/// The scales of a vector step.
+#[derive(Clone, Copy)]
+enum Scales {
+    /// One scale for all 16 elements (a splat).
+    Splat(Value),
+    /// Per element, contiguous from this byte address (dst dtype).
+    At(Value),
+}
+
 /// How an element gets its scale and zero point.
 #[derive(Clone, Copy)]
 enum Params {
@@ -614,7 +623,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         let tail = self.enter_vector(zb, j0);
         self.emit_vector_loop((j0, j1), run, tail, Steps::Indexed, |t, j, sp, dp| {
-            let s = t.load_scale_vec(run.scale, j);
+            let s = Scales::At(t.scale_addr(run.scale, j));
             let z = match zb {
                 Some(z) => [t.vec_z(z); 4],
                 None => match t.spec.zps {
@@ -656,7 +665,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.table = None;
         } else {
             self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
-                t.emit_vector_step(sp, dp, [sv; 4], [zv; 4])
+                t.emit_vector_step(sp, dp, Scales::Splat(sv), [zv; 4])
             });
         }
         self.emit_scalar_loop_at(tail, j1, run, p);
@@ -806,26 +815,38 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
     /// `dp` with scales `s` and zero points `z` (four lanes groups each).
     /// `z` is as [`vec_z`](Self::vec_z) makes it.
-    fn emit_vector_step(&mut self, sp: Value, dp: Value, s: [Value; 4], z: [Value; 4]) {
-        let mut ys = s;
-        if self.biased {
+    ///
+    /// Lane group by lane group, each scale loaded just before its use (the
+    /// backend then folds the load into the multiply) and each f32 result stored
+    /// at once: fewer registers live, so no spills in per-element loops.
+    fn emit_vector_step(&mut self, sp: Value, dp: Value, s: Scales, z: [Value; 4]) {
+        let ints: [Ints; 4] = if self.biased {
             let fq = self.load_biased_at(self.spec.src, sp);
             let k = Some(self.bias_splat(self.spec.src));
-            for i in 0..4 {
-                let ints = Ints::Biased {
-                    fq: fq[i],
-                    fz: z[i],
-                    k,
-                };
-                ys[i] = self.eval(ints, s[i], true);
-            }
+            std::array::from_fn(|i| Ints::Biased {
+                fq: fq[i],
+                fz: z[i],
+                k,
+            })
         } else {
             let q = self.load_int_vec_at(self.spec.src, sp);
-            for i in 0..4 {
-                ys[i] = self.eval(Ints::Plain { q: q[i], z: z[i] }, s[i], true);
+            std::array::from_fn(|i| Ints::Plain { q: q[i], z: z[i] })
+        };
+        let mut ys = [sp; 4];
+        for i in 0..4 {
+            let si = match s {
+                Scales::Splat(v) => v,
+                Scales::At(addr) => self.load_scale_lanes(addr, i),
+            };
+            ys[i] = self.eval(ints[i], si, true);
+            if self.spec.out() == DType::F32 {
+                let x = self.f32_bits(ys[i]);
+                self.b.ins().store(mem(), x, dp, 16 * i as i32);
             }
         }
-        self.store_vec_at(dp, ys);
+        if self.spec.out() != DType::F32 {
+            self.store_vec_at(dp, ys);
+        }
     }
 
     // ---- 4-bit table lookup -----------------------------------------------
@@ -1360,29 +1381,28 @@ impl<'a, 'f> Translator<'a, 'f> {
         out
     }
 
-    /// Scales `base + j .. base + j + 16` as four F32X4.
-    fn load_scale_vec(&mut self, base: Value, j: Value) -> [Value; 4] {
+    /// The byte address of scale `base + j`.
+    fn scale_addr(&mut self, base: Value, j: Value) -> Value {
         let idx = self.add(base, j);
-        let w = self.spec.dst_bytes() as i64;
-        let off = self.mul_imm(idx, w);
-        let addr = self.add(self.scales, off);
-        let mut out = [addr; 4];
-        for (k, o) in out.iter_mut().enumerate() {
-            let at = (k as i32) * 4 * w as i32;
-            *o = match self.spec.dst {
-                DType::F32 => self.b.ins().load(types::F32X4, mem(), addr, at),
-                DType::BF16 => {
-                    let h = self.b.ins().uload16x4(mem(), addr, at);
-                    let x = self.vshl(h, 16);
-                    self.b.ins().bitcast(types::F32X4, lanes(), x)
-                }
-                _ => {
-                    let h = self.b.ins().uload16x4(mem(), addr, at);
-                    self.f16_to_f32(h, types::I32X4)
-                }
-            };
+        let off = self.mul_imm(idx, self.spec.dst_bytes() as i64);
+        self.add(self.scales, off)
+    }
+
+    /// Scales `4k .. 4k + 4` from byte address `addr` as an F32X4.
+    fn load_scale_lanes(&mut self, addr: Value, k: usize) -> Value {
+        let at = (k * 4 * self.spec.dst_bytes()) as i32;
+        match self.spec.dst {
+            DType::F32 => self.b.ins().load(types::F32X4, mem(), addr, at),
+            DType::BF16 => {
+                let h = self.b.ins().uload16x4(mem(), addr, at);
+                let x = self.vshl(h, 16);
+                self.b.ins().bitcast(types::F32X4, lanes(), x)
+            }
+            _ => {
+                let h = self.b.ins().uload16x4(mem(), addr, at);
+                self.f16_to_f32(h, types::I32X4)
+            }
         }
-        out
     }
 
     /// The F32X4 splat of `2^23 + bias(t)`: biased values of dtype `t` minus it are
