@@ -379,6 +379,11 @@ fn to_f16(x: &[u8], out: &mut [u8]) {
         unsafe { to_f16_f16c(x, out) };
         return;
     }
+    to_f16_scalar(x, out);
+}
+
+/// [`to_f16`] one value at a time, with `half`.
+fn to_f16_scalar(x: &[u8], out: &mut [u8]) {
     for (x, o) in x.chunks_exact(4).zip(out.chunks_exact_mut(2)) {
         let v = f32::from_le_bytes(x.try_into().expect("4 bytes"));
         o.copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
@@ -404,10 +409,7 @@ unsafe fn to_f16_f16c(x: &[u8], out: &mut [u8]) {
             _mm_storeu_si128(out.as_mut_ptr().add(2 * i).cast(), h);
         }
     }
-    for i in whole..n {
-        let v = f32::from_le_bytes(x[4 * i..4 * i + 4].try_into().expect("4 bytes"));
-        out[2 * i..2 * i + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
-    }
+    to_f16_scalar(&x[4 * whole..], &mut out[2 * whole..]);
 }
 
 #[cfg(test)]

@@ -787,8 +787,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let send = self.add(sp, src_len);
         let w = self.spec.out_bytes() as i64;
         let dof = self.add(run.dst, j0);
-        let dof = self.mul_imm(dof, w);
-        let dp = self.add(self.dst, dof);
+        let dp = self.dst_addr(dof);
         let body = self.b.create_block();
         let sp_p = self.b.append_block_param(body, types::I64);
         let dp_p = self.b.append_block_param(body, types::I64);
@@ -1020,8 +1019,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let so = self.b.ins().ushr_imm_s(so, 1);
         let sp = self.add(self.src, so);
         let dof = self.add(run.dst, jv);
-        let dof = self.mul_imm(dof, self.spec.out_bytes() as i64);
-        let dp = self.add(self.dst, dof);
+        let dp = self.dst_addr(dof);
         self.emit_lut_step(tab, sp, dp, 1);
         let jn = self.add_imm(jv, STEP);
         self.b.ins().jump(exit, &[jn.into()]);
@@ -1178,20 +1176,13 @@ impl<'a, 'f> Translator<'a, 'f> {
         let inner = self.inner();
         let so = self.mul_imm(j, inner.src_stride as i64);
         let so = self.add(run.src, so);
-        let byte = self.b.ins().ushr_imm_s(so, 1);
-        let at = self.add(self.src, byte);
-        let x = self.b.ins().uload8(types::I64, mem(), at, 0);
-        let sh = self.b.ins().band_imm_s(so, 1);
-        let sh = self.b.ins().ishl_imm_s(sh, 2);
-        let x = self.b.ins().ushr(x, sh);
-        let n = self.b.ins().band_imm_s(x, 15);
+        let n = self.load_nibble(self.src, so);
         let w = self.spec.out_bytes() as i64;
         let off = self.mul_imm(n, w);
         let at = self.add(addr, off);
         let dof = self.mul_imm(j, inner.dst_stride as i64);
         let dof = self.add(run.dst, dof);
-        let dof = self.mul_imm(dof, w);
-        let dp = self.add(self.dst, dof);
+        let dp = self.dst_addr(dof);
         let ty = Type::int_with_byte_size(w as u16).expect("a 2, 4 or 8-byte dst");
         let x = self.b.ins().load(ty, mem(), at, 0);
         self.b.ins().store(mem(), x, dp, 0);
@@ -1246,17 +1237,23 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
+    /// The raw nibble (0..16, I64) of 4-bit element `o` of `buf` (even `o`: the
+    /// byte's low nibble).
+    fn load_nibble(&mut self, buf: Value, o: Value) -> Value {
+        let byte = self.b.ins().ushr_imm_s(o, 1);
+        let addr = self.add(buf, byte);
+        let x = self.b.ins().uload8(types::I64, mem(), addr, 0);
+        let sh = self.b.ins().band_imm_s(o, 1);
+        let sh = self.b.ins().ishl_imm_s(sh, 2);
+        let x = self.b.ins().ushr(x, sh);
+        self.b.ins().band_imm_s(x, 15)
+    }
+
     /// Integer element `o` (nibbles for 4-bit) of `buf`, as the scalar int type.
     fn load_int(&mut self, t: DType, buf: Value, o: Value) -> Value {
         let v = match t {
             DType::S4 | DType::U4 => {
-                let byte = self.b.ins().ushr_imm_s(o, 1);
-                let addr = self.add(buf, byte);
-                let x = self.b.ins().uload8(types::I64, mem(), addr, 0);
-                let sh = self.b.ins().band_imm_s(o, 1);
-                let sh = self.b.ins().ishl_imm_s(sh, 2);
-                let x = self.b.ins().ushr(x, sh);
-                let x = self.b.ins().band_imm_s(x, 15);
+                let x = self.load_nibble(buf, o);
                 if t == DType::S4 {
                     let x = self.b.ins().bxor_imm_s(x, 8);
                     self.add_imm(x, -8)
@@ -1708,10 +1705,15 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     // ---- stores ------------------------------------------------------------
 
+    /// The byte address of output element `dof` (in elements of the kernel's
+    /// output, [`Spec::out_bytes`] each).
+    fn dst_addr(&mut self, dof: Value) -> Value {
+        let off = self.mul_imm(dof, self.spec.out_bytes() as i64);
+        self.add(self.dst, off)
+    }
+
     fn store_scalar(&mut self, dof: Value, y: Value) {
-        let w = self.spec.out_bytes() as i64;
-        let off = self.mul_imm(dof, w);
-        let addr = self.add(self.dst, off);
+        let addr = self.dst_addr(dof);
         match self.spec.out() {
             DType::F64 if self.an.quiet => {
                 let x = self.b.ins().bitcast(types::I64, lanes(), y);
