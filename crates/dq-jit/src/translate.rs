@@ -65,8 +65,10 @@ enum Steps {
     Plain,
     /// 16 elements a step, the step given its first element's index.
     Indexed,
-    /// 32 elements a step.
-    Double,
+    /// 32 elements a step (4-bit table lookups); `full`, when given, is an
+    /// empty block from which a whole group enters the loop directly (see
+    /// [`Translator::emit_full_entry`]).
+    Double { full: Option<Block> },
 }
 
 /// The scales of a vector step.
@@ -589,7 +591,13 @@ impl<'a, 'f> Translator<'a, 'f> {
             sidx
         };
         let z = self.load_zp(zidx);
-        self.emit_elems(j, seg_end, run, Params::Fixed { s, z });
+        let full = (!constant && self.full_segments()).then(|| {
+            let len = self.b.ins().isub(seg_end, j);
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::Equal, len, inner.group as i64)
+        });
+        self.emit_elems(j, seg_end, run, Params::Fixed { s, z }, full);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, seg_end, j1);
         let mut args: Vec<BlockArg> = vec![seg_end.into()];
         if !constant {
@@ -639,9 +647,28 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.emit_scalar_loop_at(tail, j1, run, params);
     }
 
+    /// True when table segments that are a whole group enter the table loop
+    /// directly (see [`emit_full_entry`](Self::emit_full_entry)): vector code,
+    /// contiguous inner loop, groups of whole 16-element steps, and even outer src
+    /// strides (a group then starts on a byte), with no run-time zero-point check.
+    fn full_segments(&self) -> bool {
+        let n = self.spec.loops.len();
+        let inner = self.inner();
+        self.an.vector
+            && self.table_scalar()
+            && inner.src_stride == 1
+            && inner.dst_stride == 1
+            && inner.group.is_multiple_of(16)
+            && self.spec.loops[..n - 1]
+                .iter()
+                .all(|l| l.src_stride.is_multiple_of(2) || l.len == 1)
+    }
+
     /// Elements `j0..j1` with a fixed scale and zero point: vector steps when the
-    /// inner loop is contiguous, then a scalar tail.
-    fn emit_elems(&mut self, j0: Value, j1: Value, run: Run, p: Params) {
+    /// inner loop is contiguous, then a scalar tail. `full`, when given, is the
+    /// condition that the segment is a whole group: it then skips the peel and
+    /// the loop's bounds (see [`emit_full_entry`](Self::emit_full_entry)).
+    fn emit_elems(&mut self, j0: Value, j1: Value, run: Run, p: Params, full: Option<Value>) {
         let inner = self.inner();
         let Params::Fixed { s, z } = p else {
             unreachable!("segments have fixed params")
@@ -656,12 +683,20 @@ impl<'a, 'f> Translator<'a, 'f> {
         let mut p = p;
         if self.lut_pays() {
             let (tab, entries) = self.local_consts(|t| t.lut_table(sv, zv));
+            let full = full.map(|full| {
+                let (fast, slow) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(full, fast, &[], slow, &[]);
+                self.b.switch_to_block(slow);
+                fast
+            });
             if self.table_scalar() {
+                // Only the partial segments' single elements read the table
+                // back: a whole group has none.
                 let addr = self.store_table(&entries);
                 p = Params::Table { addr };
                 self.table = Some(addr);
             }
-            self.emit_lut_loop(j0, j1, run, &tab, tail);
+            self.emit_lut_loop((j0, j1), run, &tab, tail, full);
             self.table = None;
         } else {
             self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
@@ -758,11 +793,12 @@ impl<'a, 'f> Translator<'a, 'f> {
         steps: Steps,
         step: impl Fn(&mut Self, Value, Value, Value),
     ) {
-        let (elems, with_j) = match steps {
-            Steps::Plain => (STEP, false),
-            Steps::Indexed => (STEP, true),
-            Steps::Double => (2 * STEP, false),
+        let (elems, with_j, full) = match steps {
+            Steps::Plain => (STEP, false, None),
+            Steps::Indexed => (STEP, true, None),
+            Steps::Double { full } => (2 * STEP, false, full),
         };
+        let start = j0;
         let j0 = if self.spec.src.is_4bit() && !self.peel_at_entry() {
             self.emit_peel(j0, j1, run)
         } else {
@@ -798,7 +834,23 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             j0
         };
+        // With a second entry, the loop's end and exit index are params too.
+        let (send_p, jv_p) = match full {
+            Some(_) => {
+                args.extend([BlockArg::from(send), BlockArg::from(jv)]);
+                (
+                    self.b.append_block_param(body, types::I64),
+                    self.b.append_block_param(body, types::I64),
+                )
+            }
+            None => (send, jv),
+        };
         self.b.ins().brif(covered, body, &args, exit, &[jv.into()]);
+        let (send, jv) = (send_p, jv_p);
+        if let Some(full) = full {
+            self.b.switch_to_block(full);
+            self.emit_full_entry(start, run, body);
+        }
         self.b.switch_to_block(body);
         step(self, j, sp_p, dp_p);
         let spn = self.add_imm(sp_p, src_step);
@@ -807,8 +859,28 @@ impl<'a, 'f> Translator<'a, 'f> {
         if with_j {
             args.push(self.add_imm(j, elems).into());
         }
+        if full.is_some() {
+            args.extend([BlockArg::from(send), BlockArg::from(jv)]);
+        }
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, spn, send);
         self.b.ins().brif(more, body, &args, exit, &[jv.into()]);
+    }
+
+    /// Enters the table loop `body` (params: src and dst address, src end, exit
+    /// index) for a whole group from `j0`: it starts on a byte (see
+    /// [`full_segments`](Self::full_segments)), so no peel, and its bounds are
+    /// constants.
+    fn emit_full_entry(&mut self, j0: Value, run: Run, body: Block) {
+        let covered = self.inner().group as i64 / 32 * 32;
+        let so = self.add(run.src, j0);
+        let so = self.b.ins().ushr_imm_s(so, 1);
+        let sp = self.add(self.src, so);
+        let send = self.add_imm(sp, covered / 2);
+        let dof = self.add(run.dst, j0);
+        let dp = self.dst_addr(dof);
+        let jv = self.add_imm(j0, covered);
+        let args = [sp, dp, send, jv].map(BlockArg::from);
+        self.b.ins().jump(body, &args);
     }
 
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
@@ -877,7 +949,16 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let n = (4 * i + l) as i32;
                 if signed && n >= 8 { n - 16 } else { n }
             };
-            let ints = if self.biased {
+            let ints = if self.biased && self.spec.zps.is_none() {
+                // No zero point: entry n's float(q) itself (`k: None`).
+                let floats = (0..4).flat_map(|l| (n(l) as f32).to_bits().to_le_bytes());
+                let fq = self.vconst_lanes(types::F32X4, floats.collect());
+                Ints::Biased {
+                    fq,
+                    fz: zv,
+                    k: None,
+                }
+            } else if self.biased {
                 // Entry n's q biased like `zv`'s z: q + 2^23 + bias(src).
                 let c = MAGIC + bias(self.spec.src);
                 let floats =
@@ -998,11 +1079,20 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
-    /// when 16 are left; jumps to `exit` with the first index not done.
-    fn emit_lut_loop(&mut self, j0: Value, j1: Value, run: Run, tab: &[Value], exit: Block) {
+    /// when 16 are left; jumps to `exit` with the first index not done. `full`:
+    /// see [`Steps::Double`].
+    fn emit_lut_loop(
+        &mut self,
+        (j0, j1): (Value, Value),
+        run: Run,
+        tab: &[Value],
+        exit: Block,
+        full: Option<Block>,
+    ) {
         let mid = self.b.create_block();
         let jv = self.b.append_block_param(mid, types::I64);
-        self.emit_vector_loop((j0, j1), run, mid, Steps::Double, |t, _, sp, dp| {
+        let steps = Steps::Double { full };
+        self.emit_vector_loop((j0, j1), run, mid, steps, |t, _, sp, dp| {
             t.emit_lut_step(tab, sp, dp, 2)
         });
         self.b.switch_to_block(mid);
