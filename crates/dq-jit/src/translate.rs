@@ -360,9 +360,9 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// [`vconst`](Self::vconst)), which must dominate every block `f` emits.
     fn local_consts<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
         let here = self.b.current_block().expect("emitting into a block");
-        self.local = Some((here, HashMap::new()));
+        let outer = self.local.replace((here, HashMap::new()));
         let r = f(self);
-        self.local = None;
+        self.local = outer;
         r
     }
 
@@ -1057,7 +1057,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().jump(body, &[addr.into()]);
         self.b.switch_to_block(body);
         let y = self.b.ins().load(types::F32X4, mem(), p, 0);
-        let h = self.round_f16(y);
+        let h = self.local_consts(|t| t.round_f16(y));
         self.b.ins().store(mem(), h, p, 0);
         let pn = self.add_imm(p, 16);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, pn, end);
@@ -1079,8 +1079,10 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
-    /// when 16 are left; jumps to `exit` with the first index not done. `full`:
-    /// see [`Steps::Double`].
+    /// when 16 are left (unless only a call's first or last segment can end
+    /// short of a 32-element step: its rest is left to the scalar tail, which
+    /// saves compile time); jumps to `exit` with the first index not done.
+    /// `full`: see [`Steps::Double`].
     fn emit_lut_loop(
         &mut self,
         (j0, j1): (Value, Value),
@@ -1089,12 +1091,16 @@ impl<'a, 'f> Translator<'a, 'f> {
         exit: Block,
         full: Option<Block>,
     ) {
+        let inner = self.inner();
+        let steps = Steps::Double { full };
+        let step = |t: &mut Self, _, sp, dp| t.emit_lut_step(tab, sp, dp, 2);
+        if inner.len.is_multiple_of(32) && (inner.is_constant() || inner.group.is_multiple_of(32)) {
+            self.emit_vector_loop((j0, j1), run, exit, steps, step);
+            return;
+        }
         let mid = self.b.create_block();
         let jv = self.b.append_block_param(mid, types::I64);
-        let steps = Steps::Double { full };
-        self.emit_vector_loop((j0, j1), run, mid, steps, |t, _, sp, dp| {
-            t.emit_lut_step(tab, sp, dp, 2)
-        });
+        self.emit_vector_loop((j0, j1), run, mid, steps, step);
         self.b.switch_to_block(mid);
         // `jv` is even (the loop peeled an odd start).
         let left = self.b.ins().isub(j1, jv);
