@@ -810,20 +810,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         let jv = self.add(j0, covered);
         // Src and dst addresses of element `j0`, carried along.
         let src_step = (self.spec.src.bits() as i64 * elems) / 8;
-        let so = self.add(run.src, j0);
-        let (so, src_len) = if self.spec.src.is_4bit() {
-            (
-                self.b.ins().ushr_imm_s(so, 1),
-                self.b.ins().ushr_imm_s(covered, 1),
-            )
+        let (sp, dp) = self.vector_addrs(run, j0);
+        let src_len = if self.spec.src.is_4bit() {
+            self.b.ins().ushr_imm_s(covered, 1)
         } else {
-            (so, covered)
+            covered
         };
-        let sp = self.add(self.src, so);
         let send = self.add(sp, src_len);
         let w = self.spec.out_bytes() as i64;
-        let dof = self.add(run.dst, j0);
-        let dp = self.dst_addr(dof);
         let body = self.b.create_block();
         let sp_p = self.b.append_block_param(body, types::I64);
         let dp_p = self.b.append_block_param(body, types::I64);
@@ -872,15 +866,25 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// constants.
     fn emit_full_entry(&mut self, j0: Value, run: Run, body: Block) {
         let covered = self.inner().group as i64 / 32 * 32;
-        let so = self.add(run.src, j0);
-        let so = self.b.ins().ushr_imm_s(so, 1);
-        let sp = self.add(self.src, so);
+        let (sp, dp) = self.vector_addrs(run, j0);
         let send = self.add_imm(sp, covered / 2);
-        let dof = self.add(run.dst, j0);
-        let dp = self.dst_addr(dof);
         let jv = self.add_imm(j0, covered);
         let args = [sp, dp, send, jv].map(BlockArg::from);
         self.b.ins().jump(body, &args);
+    }
+
+    /// Src and dst byte addresses of element `j` of a contiguous run (4-bit src:
+    /// `j` on a byte, an even nibble).
+    fn vector_addrs(&mut self, run: Run, j: Value) -> (Value, Value) {
+        let so = self.add(run.src, j);
+        let so = if self.spec.src.is_4bit() {
+            self.b.ins().ushr_imm_s(so, 1)
+        } else {
+            so
+        };
+        let sp = self.add(self.src, so);
+        let dof = self.add(run.dst, j);
+        (sp, self.dst_addr(dof))
     }
 
     /// One vector step: 16 elements from src byte address `sp` to dst byte address
@@ -1111,11 +1115,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let step = self.b.create_block();
         self.b.ins().brif(one, step, &[], exit, &[jv.into()]);
         self.b.switch_to_block(step);
-        let so = self.add(run.src, jv);
-        let so = self.b.ins().ushr_imm_s(so, 1);
-        let sp = self.add(self.src, so);
-        let dof = self.add(run.dst, jv);
-        let dp = self.dst_addr(dof);
+        let (sp, dp) = self.vector_addrs(run, jv);
         self.emit_lut_step(tab, sp, dp, 1);
         let jn = self.add_imm(jv, STEP);
         self.b.ins().jump(exit, &[jn.into()]);
@@ -1269,15 +1269,11 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// One element `j` of the current run from the table at `addr`: the entry
     /// of its nibble, copied.
     fn emit_table_elem(&mut self, j: Value, run: Run, addr: Value) {
-        let inner = self.inner();
-        let so = self.mul_imm(j, inner.src_stride as i64);
-        let so = self.add(run.src, so);
+        let (so, dof) = self.elem_offsets(run, j);
         let n = self.load_nibble(self.src, so);
         let w = self.spec.out_bytes() as i64;
         let off = self.mul_imm(n, w);
         let at = self.add(addr, off);
-        let dof = self.mul_imm(j, inner.dst_stride as i64);
-        let dof = self.add(run.dst, dof);
         let dp = self.dst_addr(dof);
         let ty = Type::int_with_byte_size(w as u16).expect("a 2, 4 or 8-byte dst");
         let x = self.b.ins().load(ty, mem(), at, 0);
@@ -1307,13 +1303,18 @@ impl<'a, 'f> Translator<'a, 'f> {
                 (s, self.load_zp(zidx))
             }
         };
-        let so = self.mul_imm(j, inner.src_stride as i64);
-        let so = self.add(run.src, so);
+        let (so, dof) = self.elem_offsets(run, j);
         let q = self.load_int(self.spec.src, self.src, so);
         let y = self.eval(Ints::Plain { q, z }, s, false);
-        let dof = self.mul_imm(j, inner.dst_stride as i64);
-        let dof = self.add(run.dst, dof);
         self.store_scalar(dof, y);
+    }
+
+    /// Src and dst element offsets of element `j` of the current run.
+    fn elem_offsets(&mut self, run: Run, j: Value) -> (Value, Value) {
+        let inner = self.inner();
+        let so = self.mul_imm(j, inner.src_stride as i64);
+        let dof = self.mul_imm(j, inner.dst_stride as i64);
+        (self.add(run.src, so), self.add(run.dst, dof))
     }
 
     // ---- loads -------------------------------------------------------------
