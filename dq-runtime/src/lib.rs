@@ -28,6 +28,7 @@ pub mod kernels;
 pub mod op;
 pub mod plan;
 pub mod reference;
+pub mod rules;
 pub mod tensor;
 
 pub use backend::{Backend, Backends};

@@ -7,6 +7,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result, Role};
 use crate::op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
+use crate::rules::{self, AXES, DYNAMIC, STATIC};
 use crate::tensor::TensorDesc;
 
 /// One level of the collapsed loop nest, outermost first.
@@ -59,9 +60,6 @@ pub struct Plan {
     params: Option<StaticParams>,
 }
 
-const DYN_SRC: &str = "s8, u8, s4, u4";
-const DYN_DST: &str = "f32, f16, bf16";
-
 impl Plan {
     /// Validates `op` with the descriptors of its tensors.
     ///
@@ -110,8 +108,8 @@ impl Plan {
         dst: &TensorDesc,
     ) -> Result<Partial> {
         let op = OpKind::Dequantize;
-        check_dtype(op, src.dtype, &[DType::S8, DType::U8], "s8, u8", true)?;
-        check_dtype(op, dst.dtype, &[DType::F32], "f32", false)?;
+        STATIC.check_src(src.dtype)?;
+        STATIC.check_dst(dst.dtype)?;
         if scales.is_some() {
             return Err(not_allowed(op, "scales input", None));
         }
@@ -171,10 +169,8 @@ impl Plan {
         dst: &TensorDesc,
     ) -> Result<Partial> {
         let op = OpKind::Dynamic;
-        let src_ok = [DType::S8, DType::U8, DType::S4, DType::U4];
-        check_dtype(op, src.dtype, &src_ok, DYN_SRC, true)?;
-        let dst_ok = [DType::F32, DType::F16, DType::BF16];
-        check_dtype(op, dst.dtype, &dst_ok, DYN_DST, false)?;
+        DYNAMIC.check_src(src.dtype)?;
+        DYNAMIC.check_dst(dst.dtype)?;
         let scales = scales.ok_or(Error::MissingAttr {
             op,
             attr: "scales",
@@ -182,14 +178,7 @@ impl Plan {
         })?;
         check_scales_dtype(scales, dst.dtype)?;
         if let Some(z) = zps {
-            let zps_ok = [DType::S4, DType::U4, DType::S8, DType::U8, DType::S32];
-            if !zps_ok.contains(&z.dtype) {
-                return Err(Error::ZpsDType {
-                    op,
-                    expected: "one of s4, u4, s8, u8, s32".into(),
-                    got: z.dtype,
-                });
-            }
+            DYNAMIC.check_zps(src.dtype, z.dtype)?;
         }
         let (groups, granularity) = match o.qtype {
             Qtype::PerTensor | Qtype::PerChannel if o.group_shape.is_some() => {
@@ -232,10 +221,8 @@ impl Plan {
         dst: &TensorDesc,
     ) -> Result<Partial> {
         let op = OpKind::Axes;
-        let src_ok = [DType::S8, DType::U8, DType::S32];
-        check_dtype(op, src.dtype, &src_ok, "s8, u8, s32", true)?;
-        let dst_ok = [DType::F16, DType::BF16, DType::F32, DType::F64];
-        check_dtype(op, dst.dtype, &dst_ok, "f16, bf16, f32, f64", false)?;
+        AXES.check_src(src.dtype)?;
+        AXES.check_dst(dst.dtype)?;
         let scales = scales.ok_or(Error::MissingAttr {
             op,
             attr: "scales",
@@ -247,13 +234,7 @@ impl Plan {
             attr: "zps",
             qtype: None,
         })?;
-        if zps.dtype != src.dtype {
-            return Err(Error::ZpsDType {
-                op,
-                expected: format!("{} (the src dtype)", src.dtype),
-                got: zps.dtype,
-            });
-        }
+        AXES.check_zps(src.dtype, zps.dtype)?;
         let rank = src.shape.len();
         let mut groups = per_tensor_groups(&src.shape);
         let mut seen = vec![false; rank];
@@ -418,28 +399,13 @@ impl Plan {
     }
 }
 
-fn check_dtype(
-    op: OpKind,
-    got: DType,
-    ok: &[DType],
-    expected: &'static str,
-    src: bool,
-) -> Result<()> {
-    if ok.contains(&got) {
-        Ok(())
-    } else if src {
-        Err(Error::SrcDType { op, expected, got })
-    } else {
-        Err(Error::DstDType { op, expected, got })
-    }
-}
-
 fn check_scales_dtype(scales: &TensorDesc, dst: DType) -> Result<()> {
-    if scales.dtype == dst {
+    let expected = rules::scales_dtype(dst);
+    if scales.dtype == expected {
         Ok(())
     } else {
         Err(Error::ScalesDType {
-            expected: dst,
+            expected,
             got: scales.dtype,
         })
     }
