@@ -2,6 +2,7 @@
 //! as Rust over `Lanes`, and one table entry per dtype combination. The loops are
 //! generic Rust in dq-runtime; nothing here but names and the formula.
 
+use dq_runtime::DType;
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
@@ -45,7 +46,7 @@ fn expand(f: &KernelFn, combos: &[Combo], nodes: &[Node]) -> TokenStream {
     let ir_nodes: Vec<TokenStream> = nodes.iter().map(ir_node).collect();
     let eval = eval_body(nodes);
     let entries = combos.iter().map(|c| {
-        let (s, z, d) = (marker(&c.src), marker(&c.zps), marker(&c.dst));
+        let (s, z, d) = (marker(Some(c.src)), marker(c.zps), marker(Some(c.dst)));
         quote!(#p::Entry::new::<#p::dtypes::#s, #p::dtypes::#z, #p::dtypes::#d, __Formula>())
     });
     let formula = quote! {
@@ -81,14 +82,14 @@ fn kernel_static(f: &KernelFn, nodes: TokenStream, table: TokenStream) -> TokenS
     }
 }
 
-/// The marker type of a DSL dtype name.
-fn marker(name: &str) -> Ident {
-    let m = match name {
-        "none" => "NoZp",
-        "bf16" => "BF16",
-        other => return Ident::new(&other.to_uppercase(), Span::call_site()),
+/// The marker type of a dtype (`None`: no zero points).
+fn marker(dtype: Option<DType>) -> Ident {
+    let m = match dtype {
+        None => "NoZp".to_string(),
+        Some(DType::BF16) => "BF16".to_string(),
+        Some(d) => d.name().to_uppercase(),
     };
-    Ident::new(m, Span::call_site())
+    Ident::new(&m, Span::call_site())
 }
 
 fn ir_node(n: &Node) -> TokenStream {

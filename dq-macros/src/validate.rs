@@ -3,22 +3,58 @@
 
 use std::collections::HashMap;
 
+use dq_runtime::DType;
+use dq_runtime::rules::{self, Zps};
 use proc_macro2::Span;
 use syn::{BinOp, Expr, Ident, Lit, Stmt, UnOp};
 
 use crate::ast::{Attr, KernelFn};
 
-/// Every dtype name of the DSL.
-const DTYPES: &[&str] = &[
-    "s4", "u4", "s8", "u8", "s32", "s64", "f16", "bf16", "f32", "f64",
-];
-const SRC: &[&str] = &["s4", "u4", "s8", "u8", "s32"];
-const ZPS: &[&str] = &["none", "s4", "u4", "s8", "u8", "s32", "s64"];
-const DST: &[&str] = &["f32", "f16", "bf16", "f64"];
+/// `none`, the zero-point spelling of "no zero points".
+const NONE: &str = "none";
 
-const RULES: &str = "dynamic: src s8/u8/s4/u4, zps none/s4/u4/s8/u8/s32, dst f32/f16/bf16; \
-static: src s8/u8, zps none/s32/s64, dst f32; \
-axes: src s8/u8/s32 with zps of the src dtype, dst f16/bf16/f32/f64";
+/// The DSL names of the dtypes some op allows in `key` (`src`, `zps` or `dst`),
+/// in declaration order; `zps` starts with `none`.
+fn allowed_in(key: &str) -> Vec<&'static str> {
+    let keys = rules::keys();
+    let used = |d: DType| match key {
+        "src" => keys.iter().any(|k| k.0 == d),
+        "zps" => keys.iter().any(|k| k.1 == Some(d)),
+        _ => keys.iter().any(|k| k.2 == d),
+    };
+    let names = DType::ALL.into_iter().filter(|&d| used(d)).map(DType::name);
+    match key {
+        "zps" => std::iter::once(NONE).chain(names).collect(),
+        _ => names.collect(),
+    }
+}
+
+/// The rule table in words, for "no op allows" errors.
+fn rules_text() -> String {
+    let slashed = |list: &[DType]| {
+        let names: Vec<&str> = list.iter().map(|d| d.name()).collect();
+        names.join("/")
+    };
+    [
+        ("dynamic", &rules::DYNAMIC),
+        ("static", &rules::STATIC),
+        ("axes", &rules::AXES),
+    ]
+    .iter()
+    .map(|(name, r)| {
+        let src = slashed(r.src.list());
+        let dst = slashed(r.dst.list());
+        match r.zps {
+            Zps::Held(z) | Zps::OneOf(z) => format!(
+                "{name}: src {src}, zps {NONE}/{}, dst {dst}",
+                slashed(z.list())
+            ),
+            Zps::SrcDType => format!("{name}: src {src} with zps of the src dtype, dst {dst}"),
+        }
+    })
+    .collect::<Vec<_>>()
+    .join("; ")
+}
 
 /// Collects errors, combining them into one.
 #[derive(Default)]
@@ -42,23 +78,20 @@ impl Errors {
     }
 }
 
-/// One (src, zps, dst) combination, by DSL name (`zps` may be `none`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One (src, zps, dst) combination (`zps` `None`: the DSL's `none`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Combo {
-    pub src: String,
-    pub zps: String,
-    pub dst: String,
+    pub src: DType,
+    pub zps: Option<DType>,
+    pub dst: DType,
 }
 
-/// True when one of the three ops allows the combination.
-fn allowed(c: &Combo) -> bool {
-    let (s, z, d) = (c.src.as_str(), c.zps.as_str(), c.dst.as_str());
-    let dynamic = ["s8", "u8", "s4", "u4"].contains(&s)
-        && ["none", "s4", "u4", "s8", "u8", "s32"].contains(&z)
-        && ["f32", "f16", "bf16"].contains(&d);
-    let fixed = ["s8", "u8"].contains(&s) && ["none", "s32", "s64"].contains(&z) && d == "f32";
-    let axes = ["s8", "u8", "s32"].contains(&s) && z == s && DST.contains(&d);
-    dynamic || fixed || axes
+/// The dtype a DSL name spells (`none` is `Ok(None)`), `Err` for an unknown name.
+fn parse_name(name: &str) -> Result<Option<DType>, ()> {
+    match name {
+        NONE => Ok(None),
+        _ => name.parse().map(Some).map_err(|_| ()),
+    }
 }
 
 /// Checks the dtype sets; returns every combination, in order.
@@ -74,10 +107,8 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
         let mut lists: HashMap<String, Vec<Ident>> = HashMap::new();
         for l in &set.lists {
             let key = l.key.to_string();
-            let ok: &[&str] = match key.as_str() {
-                "src" => SRC,
-                "zps" => ZPS,
-                "dst" => DST,
+            let ok = match key.as_str() {
+                "src" | "zps" | "dst" => allowed_in(&key),
                 _ => {
                     errors.at(
                         &l.key,
@@ -96,10 +127,15 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
             let mut names: Vec<Ident> = Vec::new();
             for n in &l.names {
                 let name = n.to_string();
-                if !DTYPES.contains(&name.as_str()) && name != "none" {
-                    errors.at(n, format!(
-                        "unknown dtype `{name}`; expected one of s4, u4, s8, u8, s32, s64, f16, bf16, f32, f64 (or `none` for zps)"
-                    ));
+                if parse_name(&name).is_err() {
+                    let all: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+                    errors.at(
+                        n,
+                        format!(
+                            "unknown dtype `{name}`; expected one of {} (or `{NONE}` for zps)",
+                            all.join(", ")
+                        ),
+                    );
                 } else if !ok.contains(&name.as_str()) {
                     errors.at(
                         n,
@@ -130,14 +166,17 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
         for s in &lists["src"] {
             for z in &lists["zps"] {
                 for d in &lists["dst"] {
-                    let c = Combo {
-                        src: s.to_string(),
-                        zps: z.to_string(),
-                        dst: d.to_string(),
+                    let dtype = |n: &Ident| parse_name(&n.to_string()).ok().flatten();
+                    let (Some(src), zps, Some(dst)) = (dtype(s), dtype(z), dtype(d)) else {
+                        continue; // the lists hold checked names only
                     };
-                    let what = format!("src = {}, zps = {}, dst = {}", c.src, c.zps, c.dst);
-                    if !allowed(&c) {
-                        errors.at(s, format!("no op allows the combination {what} ({RULES})"));
+                    let c = Combo { src, zps, dst };
+                    let what = format!("src = {s}, zps = {z}, dst = {d}");
+                    if !rules::allows((src, zps, dst)) {
+                        errors.at(
+                            s,
+                            format!("no op allows the combination {what} ({})", rules_text()),
+                        );
                     } else if out.iter().any(|(o, _)| *o == c) {
                         errors.at(s, format!("duplicate combination {what} (already listed)"));
                     } else {
@@ -428,5 +467,34 @@ impl Lower<'_> {
         }
         let args: Vec<usize> = c.args.iter().map(|a| self.float(a)).collect();
         (self.push(make(&args)), Ty::Float)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words the "no op allows" error quotes (tests/ui pins them too).
+    #[test]
+    fn rules_in_words() {
+        assert_eq!(
+            rules_text(),
+            "dynamic: src s8/u8/s4/u4, zps none/s4/u4/s8/u8/s32, dst f32/f16/bf16; \
+             static: src s8/u8, zps none/s32/s64, dst f32; \
+             axes: src s8/u8/s32 with zps of the src dtype, dst f16/bf16/f32/f64"
+        );
+    }
+
+    #[test]
+    fn names_per_key() {
+        assert_eq!(allowed_in("src"), ["s4", "u4", "s8", "u8", "s32"]);
+        assert_eq!(
+            allowed_in("zps"),
+            ["none", "s4", "u4", "s8", "u8", "s32", "s64"]
+        );
+        assert_eq!(allowed_in("dst"), ["f16", "bf16", "f32", "f64"]);
+        assert_eq!(parse_name("none"), Ok(None));
+        assert_eq!(parse_name("bf16"), Ok(Some(DType::BF16)));
+        assert_eq!(parse_name("i8"), Err(()));
     }
 }
