@@ -64,20 +64,19 @@ enum OpForm {
     Axes,
 }
 
+/// The ops that allow the entry's combination (the rule table).
 fn forms(e: &Entry) -> Vec<OpForm> {
-    use DType::*;
-    let mut v = Vec::new();
+    use dq::rules::{AXES, DYNAMIC, STATIC};
     let (s, z, d) = e.key();
-    if matches!(s, S8 | U8 | S4 | U4) && z != Some(S64) && matches!(d, F32 | F16 | BF16) {
-        v.push(OpForm::Dynamic);
-    }
-    if matches!(s, S8 | U8) && matches!(z, None | Some(S32) | Some(S64)) && d == F32 {
-        v.push(OpForm::Static);
-    }
-    if matches!(s, S8 | U8 | S32) && z == Some(s) && matches!(d, F16 | BF16 | F32 | F64) {
-        v.push(OpForm::Axes);
-    }
-    v
+    [
+        (OpForm::Dynamic, DYNAMIC),
+        (OpForm::Static, STATIC),
+        (OpForm::Axes, AXES),
+    ]
+    .into_iter()
+    .filter(|(_, r)| r.allows(s, z, d))
+    .map(|(f, _)| f)
+    .collect()
 }
 
 fn norm(a: i64, r: usize) -> usize {

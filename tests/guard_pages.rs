@@ -19,6 +19,7 @@ fn guard_pages_need_linux_x86_64() {
 mod linux {
     use std::ops::Range;
 
+    use dq::rules::{AXES, DYNAMIC, STATIC};
     use dq::{
         AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Kernel, Op, Plan, Role, Tensor,
         TensorDesc, TensorMut,
@@ -125,16 +126,9 @@ mod linux {
     /// Every configuration for a length `n`.
     fn configs(n: usize) -> Vec<Config> {
         let mut v = Vec::new();
-        let srcs = [DType::S8, DType::U8, DType::S4, DType::U4];
-        let zpss = [
-            None,
-            Some(DType::S4),
-            Some(DType::U4),
-            Some(DType::S8),
-            Some(DType::U8),
-            Some(DType::S32),
-        ];
-        let dyn_dsts = [DType::F32, DType::F16, DType::BF16];
+        let srcs = DYNAMIC.src.list();
+        let zpss = DYNAMIC.zps_choices(DType::S8);
+        let dyn_dsts = DYNAMIC.dst.list();
         // 1-D: per tensor, per channel, per group with a remainder, broadcast zp.
         let grans: Vec<(Op, Vec<usize>, bool)> = vec![
             (DynamicDequantize::per_tensor().into(), vec![1], false),
@@ -156,9 +150,9 @@ mod linux {
         } else {
             vec![zpss[n % zpss.len()]]
         };
-        for &src_t in &srcs {
+        for &src_t in srcs {
             for &zps_t in &zpss {
-                for &dst_t in &dyn_dsts {
+                for &dst_t in dyn_dsts {
                     for (op, ss, bcast) in &grans {
                         v.push(Config {
                             op: op.clone(),
@@ -175,8 +169,8 @@ mod linux {
             }
         }
         // 2-D [2, n]: groups along rows, per channel on the last axis, transposed src.
-        for &src_t in &srcs {
-            for &dst_t in &dyn_dsts {
+        for &src_t in srcs {
+            for &dst_t in dyn_dsts {
                 let shape = vec![2, n];
                 let gs = vec![2, n.div_ceil(7)];
                 let two: [(Op, Vec<usize>, bool); 3] = [
@@ -211,8 +205,8 @@ mod linux {
             }
         }
         // Axes form.
-        for src_t in [DType::S8, DType::U8, DType::S32] {
-            for dst_t in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+        for &src_t in AXES.src.list() {
+            for &dst_t in AXES.dst.list() {
                 for (axes, ss) in [(vec![], vec![]), (vec![0], vec![n])] {
                     v.push(Config {
                         op: AxesDequantize::new(axes).into(),
@@ -228,7 +222,7 @@ mod linux {
             }
         }
         // Static op (its scales and zps live in the plan).
-        for src_t in [DType::S8, DType::U8] {
+        for &src_t in STATIC.src.list() {
             for (per_channel, zps) in [(false, false), (true, true), (false, true)] {
                 let k = if per_channel { n } else { 1 };
                 let mut o = Dequantize::new((0..k).map(|i| 0.5 + i as f32).collect());

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Barrier};
 
 use dq::dq_jit::{self, Jit};
+use dq::rules::{AXES, DYNAMIC, STATIC};
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, FormulaIr, Kernel, Node, Op, Plan,
     Reference, STANDARD, Tensor, TensorDesc, TensorMut,
@@ -301,16 +302,14 @@ fn with_transposed(mut c: Case) -> Case {
     c
 }
 
-const DYN_SRC: [DType; 4] = [DType::S8, DType::U8, DType::S4, DType::U4];
-const DYN_DST: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-const DYN_ZPS: [Option<DType>; 6] = [
-    None,
-    Some(DType::S4),
-    Some(DType::U4),
-    Some(DType::S8),
-    Some(DType::U8),
-    Some(DType::S32),
-];
+/// The dynamic op's dtypes (the rule table).
+const DYN_SRC: &[DType] = DYNAMIC.src.list();
+const DYN_DST: &[DType] = DYNAMIC.dst.list();
+
+/// `None`, then the dynamic op's zero-point dtypes (the rule table).
+fn dyn_zps() -> Vec<Option<DType>> {
+    DYNAMIC.zps_choices(DType::S8)
+}
 
 #[test]
 fn dynamic_table_matches_reference() {
@@ -327,9 +326,9 @@ fn dynamic_table_matches_reference() {
         &[4, 130],
     ];
     let mut n = 0;
-    for src in DYN_SRC {
-        for dst in DYN_DST {
-            for zps in DYN_ZPS {
+    for &src in DYN_SRC {
+        for &dst in DYN_DST {
+            for zps in dyn_zps() {
                 for (k, shape) in shapes.iter().enumerate() {
                     for c in granularities(src, zps, dst, shape) {
                         c.check(jit, &reference, 7 + k as u64);
@@ -429,8 +428,8 @@ fn four_bit_table_lookup_matches_reference() {
     let reference = Reference::default();
     let mut combos = Vec::new();
     for src in [DType::S4, DType::U4] {
-        for zps in DYN_ZPS {
-            for dst in DYN_DST {
+        for zps in dyn_zps() {
+            for &dst in DYN_DST {
                 combos.push((src, zps, dst));
             }
         }
@@ -545,7 +544,7 @@ fn static_op_with_extreme_zero_points() {
         vec![(1 << 22) + 1, -(1 << 22) - 1, 1 << 22],
         vec![(1 << 22) - 1, -(1 << 22), (1 << 24) - 1],
     ];
-    for src in [DType::S8, DType::U8] {
+    for &src in STATIC.src.list() {
         for zps in &zps_sets {
             for shape in [&[3usize, 40][..], &[3, 1, 17]] {
                 let scales = vec![0.5f32, -3.25, 1e-30];
@@ -574,8 +573,8 @@ fn axes_form_every_dtype() {
     let jit = dq_jit::standard();
     let reference = Reference::default();
     let shape = [3usize, 4, 21];
-    for src in [DType::S8, DType::U8, DType::S32] {
-        for dst in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+    for &src in AXES.src.list() {
+        for &dst in AXES.dst.list() {
             for axes in [
                 vec![],
                 vec![0],
@@ -710,8 +709,8 @@ fn integer_f16_code_matches_reference() {
     let jit = Jit::new(&STANDARD, 64).with_f16_conversion(false);
     let reference = Reference::default();
     let mut r = Rng(0x16);
-    for src in DYN_SRC {
-        for zps in DYN_ZPS {
+    for &src in DYN_SRC {
+        for zps in dyn_zps() {
             for shape in [&[5usize, 37][..], &[3, 300], &[130]] {
                 for c in granularities(src, zps, DType::F16, shape) {
                     c.check(&jit, &reference, r.next());
@@ -854,8 +853,8 @@ fn custom_formula_matches_reference() {
     let reference = Reference {
         formula: &CUSTOM_IR,
     };
-    for src in DYN_SRC {
-        for dst in DYN_DST {
+    for &src in DYN_SRC {
+        for &dst in DYN_DST {
             for zps in [None, Some(DType::S32), Some(DType::U4)] {
                 for c in granularities(src, zps, dst, &[5, 37]) {
                     c.check(jit, &reference, 31);
@@ -881,9 +880,9 @@ fn custom_formula_matches_reference() {
 fn verifier_accepts_every_table_function() {
     let jit = Jit::new(&STANDARD, 4);
     let mut n = 0;
-    for src in DYN_SRC {
-        for dst in DYN_DST {
-            for zps in DYN_ZPS {
+    for &src in DYN_SRC {
+        for &dst in DYN_DST {
+            for zps in dyn_zps() {
                 for c in granularities(src, zps, dst, &[3, 40]) {
                     jit.verify(&c.plan().unwrap()).unwrap();
                     n += 1;
@@ -1036,15 +1035,15 @@ fn arb_case() -> impl Strategy<Value = (Case, u64)> {
     let dims = prop::collection::vec(0usize..9, 0..5);
     (
         dims,
-        0usize..4,
-        0usize..3,
-        0usize..6,
+        0..DYN_SRC.len(),
+        0..DYN_DST.len(),
+        0..dyn_zps().len(),
         any::<u64>(),
         0usize..4,
         any::<bool>(),
     )
         .prop_map(|(shape, si, di, zi, seed, gran, strided)| {
-            let (src, dst, zps) = (DYN_SRC[si], DYN_DST[di], DYN_ZPS[zi]);
+            let (src, dst, zps) = (DYN_SRC[si], DYN_DST[di], dyn_zps()[zi]);
             let mut r = Rng(seed | 1);
             let cases = granularities(src, zps, dst, &shape);
             let mut c = cases

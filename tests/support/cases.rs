@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use dq::rules::{AXES, DYNAMIC, STATIC};
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, OpKind, Plan, Role, Tensor,
     TensorDesc, TensorMut,
@@ -233,8 +234,8 @@ impl Shape {
         let (op, src_t, dst_t, zps_t, scale_shape, zps_shape): (Op, _, _, _, Vec<usize>, _);
         match self.kind {
             OpKind::Dequantize => {
-                src_t = pick(&[DType::S8, DType::U8], self.src_pick);
-                dst_t = DType::F32;
+                src_t = pick(STATIC.src.list(), self.src_pick);
+                dst_t = pick(STATIC.dst.list(), self.dst_pick);
                 let (mut o, n) = match self.gran {
                     Gran::PerChannel { axis } if rank > 0 => {
                         let a = fit_axis(axis, rank);
@@ -253,17 +254,9 @@ impl Shape {
                 zps_shape = vec![];
             }
             OpKind::Dynamic => {
-                src_t = pick(&[DType::S8, DType::U8, DType::S4, DType::U4], self.src_pick);
-                dst_t = pick(&[DType::F32, DType::F16, DType::BF16], self.dst_pick);
-                let zt = [
-                    None,
-                    Some(DType::S4),
-                    Some(DType::U4),
-                    Some(DType::S8),
-                    Some(DType::U8),
-                    Some(DType::S32),
-                ];
-                zps_t = pick(&zt, self.zps_pick);
+                src_t = pick(DYNAMIC.src.list(), self.src_pick);
+                dst_t = pick(DYNAMIC.dst.list(), self.dst_pick);
+                zps_t = pick(&DYNAMIC.zps_choices(src_t), self.zps_pick);
                 let (o, ss) = match &self.gran {
                     Gran::PerChannel { axis } if rank > 0 => {
                         let a = fit_axis(*axis, rank);
@@ -292,11 +285,8 @@ impl Shape {
                 scale_shape = ss;
             }
             OpKind::Axes => {
-                src_t = pick(&[DType::S8, DType::U8, DType::S32], self.src_pick);
-                dst_t = pick(
-                    &[DType::F16, DType::BF16, DType::F32, DType::F64],
-                    self.dst_pick,
-                );
+                src_t = pick(AXES.src.list(), self.src_pick);
+                dst_t = pick(AXES.dst.list(), self.dst_pick);
                 zps_t = Some(src_t);
                 let (mask, order) = match &self.gran {
                     Gran::Axes { mask, order } => (*mask, order.clone()),
