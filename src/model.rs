@@ -226,6 +226,9 @@ struct Synth {
 }
 
 /// splitmix64: a small, fast, well-mixed deterministic generator for synthetic data.
+///
+/// Shared with the `dq` binary's generated data; not a public API.
+#[doc(hidden)]
 #[derive(Clone, Debug)]
 pub struct SplitMix64(u64);
 

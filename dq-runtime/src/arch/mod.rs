@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::kernels::Lanes;
 
 #[cfg(target_arch = "x86_64")]
-pub mod x86_64;
+pub(crate) mod x86_64;
 
 /// An instruction set a generated kernel can run on, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -137,6 +137,7 @@ pub fn llc_bytes() -> usize {
 /// # Safety
 /// A value of an implementing type may exist only when the CPU supports its ISA;
 /// its methods rely on that.
+#[doc(hidden)]
 pub unsafe trait Simd: Lanes {
     /// Elements per vector.
     const LANES: usize;

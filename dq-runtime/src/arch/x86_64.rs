@@ -5,7 +5,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{Isa, Simd};
+use super::Simd;
 use crate::kernels::Lanes;
 
 /// Proof that the CPU has AVX2 and F16C.
@@ -18,8 +18,9 @@ pub struct Avx512(());
 
 impl Avx2 {
     /// The token, when this CPU has the features.
+    #[cfg(test)]
     pub fn new() -> Option<Self> {
-        Isa::Avx2.available().then_some(Avx2(()))
+        super::Isa::Avx2.available().then_some(Avx2(()))
     }
     /// The token without checking.
     ///
@@ -33,8 +34,9 @@ impl Avx2 {
 
 impl Avx512 {
     /// The token, when this CPU has the features.
+    #[cfg(test)]
     pub fn new() -> Option<Self> {
-        Isa::Avx512.available().then_some(Avx512(()))
+        super::Isa::Avx512.available().then_some(Avx512(()))
     }
     /// The token without checking.
     ///

@@ -16,17 +16,22 @@ use crate::exec::{Job, Kernel};
 use crate::formula::FormulaIr;
 use crate::plan::Plan;
 
-pub mod driver;
+pub(crate) mod driver;
+// The two below are what `#[dequant_kernel]` expansions instantiate; not a public API.
+#[doc(hidden)]
 pub mod dtypes;
+#[doc(hidden)]
 pub mod lanes;
 
+#[doc(hidden)]
 pub use dtypes::{FloatType, IntType};
+#[doc(hidden)]
 pub use lanes::{ExactInt, Formula, FromI64, Lanes, Scalar, Standard};
 
 /// A kernel function: runs logical elements `range` of a job.
 ///
 /// Unsafe because an ISA-specific one needs its CPU features.
-pub type RunFn = unsafe fn(&Job<'_>, Range<usize>);
+pub(crate) type RunFn = unsafe fn(&Job<'_>, Range<usize>);
 
 /// The kernels of one (src, zps, dst) combination, one function per ISA.
 ///
@@ -51,7 +56,9 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The entry of formula `F` for src `S`, zero points `Z`, dst `D`.
+    /// The entry of formula `F` for src `S`, zero points `Z`, dst `D` (what
+    /// `#[dequant_kernel]` expansions call).
+    #[doc(hidden)]
     pub const fn new<S: IntType, Z: IntType, D: FloatType, F: Formula>() -> Entry {
         let src = match S::DTYPE {
             Some(d) => d,
