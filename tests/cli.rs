@@ -61,7 +61,11 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
 
 /// Reads a `.npy` written by dq: (header text, data).
 fn read_npy(path: &Path) -> (String, Vec<u8>) {
-    let b = std::fs::read(path).unwrap();
+    npy_parts(&std::fs::read(path).unwrap())
+}
+
+/// The (header text, data) of a `.npy` file's bytes written by dq.
+fn npy_parts(b: &[u8]) -> (String, Vec<u8>) {
     assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
     let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
     assert_eq!((10 + hlen) % 64, 0, "header is 64-byte aligned");
@@ -118,7 +122,11 @@ fn case_args(dir: &Path) -> (Vec<String>, DType) {
         push("axis", ax.to_string());
     }
     if let Some(g) = j.get("group_shape") {
-        push("group-shape", list(g, "x"));
+        let empty = g.as_array().unwrap().is_empty();
+        push(
+            "group-shape",
+            if empty { "scalar".into() } else { list(g, "x") },
+        );
     }
     if let Some(ax) = j.get("axes") {
         push(
@@ -446,6 +454,123 @@ fn zero_sized_shape_writes_an_empty_output() {
     assert!(data.is_empty());
 }
 
+/// `dq run` with `args` plus `--backend B --output out` for every backend `B` that is
+/// built in (the others are reported as skipped): the output bytes per backend.
+fn run_on_every_backend(args: &[&str], out: &Path) -> Vec<(&'static str, Vec<u8>)> {
+    let mut got = Vec::new();
+    for b in ["reference", "generated", "jit", "auto"] {
+        let _ = std::fs::remove_file(out);
+        let mut a = args.to_vec();
+        a.extend(["--backend", b, "--output", p(out)]);
+        let o = dq(&a);
+        if o.status.code() == Some(2)
+            && stderr(&o).contains(&format!("backend `{b}` is unavailable"))
+        {
+            eprintln!("SKIPPED: backend {b} is not built in");
+            continue;
+        }
+        assert!(o.status.success(), "{b}: {}", stderr(&o));
+        got.push((b, std::fs::read(out).unwrap()));
+    }
+    got
+}
+
+#[test]
+fn run_rank0_per_group_with_group_shape_scalar() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let f = |name: &str| p(&d.join(name)).to_string();
+    // s8 -7, zero point 3, scale 0.25 -> -2.5, to a rank-0 .npy.
+    std::fs::write(d.join("q.bin"), [-7i8 as u8]).unwrap();
+    std::fs::write(d.join("s.bin"), 0.25f32.to_le_bytes()).unwrap();
+    std::fs::write(d.join("z.bin"), [3u8]).unwrap();
+    let (q, s, z) = (f("q.bin"), f("s.bin"), f("z.bin"));
+    let args = [
+        "run",
+        "--op",
+        "dynamic",
+        "--src-type",
+        "s8",
+        "--dst-type",
+        "f32",
+        "--shape",
+        "scalar",
+        "--qtype",
+        "per_group",
+        "--group-shape",
+        "scalar",
+        "--input",
+        &q,
+        "--scales",
+        &s,
+        "--zps",
+        &z,
+        "--zps-type",
+        "s8",
+    ];
+    let out = d.join("y.npy");
+    for (b, file) in run_on_every_backend(&args, &out) {
+        let (header, data) = npy_parts(&file);
+        assert!(header.contains("'shape': ()"), "{b}: {header}");
+        assert_eq!(data, (-2.5f32).to_le_bytes(), "{b}");
+    }
+    // u4 11 (padding nibble 0), u4 zero point 3, bf16 scale 0.5 -> 4.0 = bf16 0x4080.
+    std::fs::write(d.join("q.bin"), [0x0bu8]).unwrap();
+    std::fs::write(d.join("s.bin"), half::bf16::from_f32(0.5).to_le_bytes()).unwrap();
+    std::fs::write(d.join("z.bin"), [0x03u8]).unwrap();
+    let mut args = args;
+    args[4] = "u4";
+    args[6] = "bf16";
+    args[20] = "u4";
+    let out = d.join("y.bin");
+    for (b, file) in run_on_every_backend(&args, &out) {
+        assert_eq!(file, [0x80, 0x40], "{b}");
+    }
+}
+
+#[test]
+fn run_static_op_with_empty_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("q.bin"), []).unwrap();
+    let q = p(&d.join("q.bin")).to_string();
+    let static_args = |shape: &'static str, axis: &'static str| {
+        vec![
+            "run",
+            "--op",
+            "dequantize",
+            "--src-type",
+            "s8",
+            "--dst-type",
+            "f32",
+            "--shape",
+            shape,
+            "--qtype",
+            "per_channel",
+            "--axis",
+            axis,
+            "--input",
+            &q,
+            "--scales",
+            "",
+        ]
+    };
+    // Per channel over the zero-sized axis 0, empty zero-point list too.
+    let mut args = static_args("0x3", "0");
+    args.extend(["--zps", ""]);
+    let out = d.join("y.npy");
+    for (b, file) in run_on_every_backend(&args, &out) {
+        let (header, data) = npy_parts(&file);
+        assert!(header.contains("'shape': (0, 3)"), "{b}: {header}");
+        assert!(data.is_empty(), "{b}");
+    }
+    // Axis -1 of [2, 0], no zero points, to .bin: an empty file.
+    let out = d.join("y.bin");
+    for (b, file) in run_on_every_backend(&static_args("2x0", "-1"), &out) {
+        assert!(file.is_empty(), "{b}");
+    }
+}
+
 // --- errors: exit 2, one line, nothing written -----------------------------------
 
 /// A valid dynamic u8 -> f32 per_tensor case in a temp dir, plus a pre-existing
@@ -601,6 +726,19 @@ fn error_bad_static_list() {
             ("--scales", Some("0.5,abc")),
         ],
         "--scales: `abc` is not a number",
+    );
+}
+
+#[test]
+fn error_empty_static_list_where_one_scale_is_needed() {
+    ErrCase::new().fails(
+        &[
+            ("--op", Some("dequantize")),
+            ("--zps-type", None),
+            ("--zps", None),
+            ("--scales", Some("")),
+        ],
+        "Dequantize (per_tensor): expected 1 scales, got 0",
     );
 }
 

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
-use dq::{Backend, DType, Qtype};
+use dq::rules::{self, Rule, Zps};
+use dq::{Backend, DType, OpKind, Qtype};
 
 /// Bit-exact, fast dequantization (oneDNN Graph Dequantize semantics).
 #[derive(Debug, Parser)]
@@ -50,6 +51,20 @@ impl OpName {
             OpName::Axes => "axes",
         }
     }
+
+    /// The operation it names.
+    pub fn kind(self) -> OpKind {
+        match self {
+            OpName::Dequantize => OpKind::Dequantize,
+            OpName::Dynamic => OpKind::Dynamic,
+            OpName::Axes => OpKind::Axes,
+        }
+    }
+
+    /// The dtype rules of the operation.
+    pub fn rule(self) -> &'static Rule {
+        rules::rule(self.kind())
+    }
 }
 
 /// The flags that describe one dequantization case.
@@ -58,10 +73,10 @@ pub struct CaseArgs {
     /// Operation: dequantize (static), dynamic or axes.
     #[arg(long, value_enum)]
     pub op: Option<OpName>,
-    /// Src dtype: s8, u8, s4, u4 or s32.
+    /// Src dtype (the ones each op allows: see `dtype_help`).
     #[arg(long, value_parser = parse_dtype)]
     pub src_type: Option<DType>,
-    /// Dst dtype: f32, f16, bf16 or f64.
+    /// Dst dtype (the ones each op allows: see `dtype_help`).
     #[arg(long, value_parser = parse_dtype)]
     pub dst_type: Option<DType>,
     /// Shape, e.g. 4096x4096; `scalar` for rank 0; zero-sized dims are legal.
@@ -73,13 +88,13 @@ pub struct CaseArgs {
     /// Channel axis for per_channel (may be negative; default 1).
     #[arg(long, allow_negative_numbers = true)]
     pub axis: Option<i64>,
-    /// Group shape for per_group, e.g. 1x128 (one entry per dim).
+    /// Group shape for per_group, e.g. 1x128 (one entry per dim); `scalar` for rank 0.
     #[arg(long, value_parser = parse_ilist_x)]
     pub group_shape: Option<IntList>,
     /// Axes set for --op axes, e.g. 0,2 (`none` or empty: per tensor).
     #[arg(long, value_parser = parse_axes)]
     pub axes: Option<IntList>,
-    /// Zero-point dtype of a .bin zps file: s4, u4, s8, u8 or s32.
+    /// Zero-point dtype of a .bin zps file (the ones each op allows: see `dtype_help`).
     #[arg(long, value_parser = parse_dtype)]
     pub zps_type: Option<DType>,
     /// Src strides in elements (nibbles for 4-bit), e.g. 1x4096.
@@ -102,10 +117,12 @@ pub struct RunArgs {
     /// Input file (.bin raw little-endian, 4-bit packed; or .npy).
     #[arg(long)]
     pub input: Option<PathBuf>,
-    /// Scales: a comma list for --op dequantize, else a .bin (dst dtype) or .npy file.
+    /// Scales: a comma list for --op dequantize (`""`: empty), else a .bin (dst dtype)
+    /// or .npy file.
     #[arg(long, allow_hyphen_values = true)]
     pub scales: Option<String>,
-    /// Zero points: a comma list for --op dequantize, else a .bin (--zps-type) or .npy file.
+    /// Zero points: a comma list for --op dequantize (`""`: empty), else a .bin
+    /// (--zps-type) or .npy file.
     #[arg(long, allow_hyphen_values = true)]
     pub zps: Option<String>,
     /// Backend: reference, generated, jit or auto.
@@ -161,15 +178,42 @@ pub struct Shape(pub Vec<usize>);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IntList(pub Vec<i64>);
 
-/// The clap command, with `dq run`'s case flags marked required.
+/// The clap command, with `dq run`'s case flags marked required and the dtype
+/// flags' help taken from the rule table.
 pub fn command() -> clap::Command {
-    Cli::command().mut_subcommand("run", |c| {
-        [
-            "op", "src_type", "dst_type", "shape", "input", "scales", "output",
-        ]
-        .into_iter()
-        .fold(c, |c, id| c.mut_arg(id, |a| a.required(true)))
-    })
+    Cli::command()
+        .mut_subcommand("run", |c| {
+            [
+                "op", "src_type", "dst_type", "shape", "input", "scales", "output",
+            ]
+            .into_iter()
+            .fold(c, |c, id| c.mut_arg(id, |a| a.required(true)))
+        })
+        .mut_subcommand("run", dtype_help)
+        .mut_subcommand("bench", dtype_help)
+}
+
+/// Sets the help of `--src-type`, `--dst-type` and `--zps-type`: per op, the
+/// dtypes [`dq::rules`] allows.
+fn dtype_help(c: clap::Command) -> clap::Command {
+    let ops = [OpName::Dequantize, OpName::Dynamic, OpName::Axes];
+    let per_op = |what: &str, f: fn(&Rule) -> Option<String>| {
+        let parts: Vec<String> = ops
+            .iter()
+            .filter_map(|&o| f(o.rule()).map(|t| format!("{t} ({})", o.name())))
+            .collect();
+        format!("{what}: {}", parts.join("; "))
+    };
+    let src = per_op("Src dtype", |r| Some(r.src.text().into()));
+    let dst = per_op("Dst dtype", |r| Some(r.dst.text().into()));
+    let zps = per_op("Zero-point dtype of a .bin zps file", |r| match r.zps {
+        Zps::OneOf(set) => Some(set.text().into()),
+        Zps::SrcDType => Some("the src dtype".into()),
+        Zps::Held(_) => None,
+    });
+    c.mut_arg("src_type", |a| a.help(src))
+        .mut_arg("dst_type", |a| a.help(dst))
+        .mut_arg("zps_type", |a| a.help(zps))
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -199,8 +243,12 @@ pub fn parse_shape(s: &str) -> Result<Shape, String> {
         .map(Shape)
 }
 
-/// `1x128` (signed, so that `0` or `-1` reach validation and are reported there).
+/// `1x128` (signed, so that `0` or `-1` reach validation and are reported there), or
+/// `scalar` for the empty group shape of a rank-0 src.
 fn parse_ilist_x(s: &str) -> Result<IntList, String> {
+    if s == "scalar" {
+        return Ok(IntList(Vec::new()));
+    }
     parse_ints(s, 'x').map(IntList)
 }
 

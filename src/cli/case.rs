@@ -1,5 +1,6 @@
 //! Turning the case flags into an op and tensor descriptors.
 
+use dq::rules::Zps;
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Qtype, TensorDesc,
     plan::normalize_axis,
@@ -51,6 +52,15 @@ impl Case {
             src,
             dst,
             zps_type: a.zps_type,
+        })
+    }
+
+    /// The dtype of a `.bin` zero-point file: `--zps-type`, else the one the op
+    /// fixes (the axes form: the src dtype).
+    pub fn bin_zps_type(&self) -> Option<DType> {
+        self.zps_type.or(match self.op_name.rule().zps {
+            Zps::SrcDType => Some(self.src.dtype),
+            Zps::OneOf(_) | Zps::Held(_) => None,
         })
     }
 

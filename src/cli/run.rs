@@ -20,10 +20,11 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let scales_arg = a.scales.as_deref().ok_or_else(|| required("scales"))?;
     let lists = if a.case.op == Some(OpName::Dequantize) {
         let zps = match a.zps.as_deref() {
-            Some(z) => Some(io::parse_i64_list("zps", z)?),
+            Some(z) => Some(static_list(z, |z| io::parse_i64_list("zps", z))?),
             None => None,
         };
-        Some((io::parse_f32_list("scales", scales_arg)?, zps))
+        let scales = static_list(scales_arg, |s| io::parse_f32_list("scales", s))?;
+        Some((scales, zps))
     } else {
         None
     };
@@ -83,6 +84,18 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     io::write_output(output, case.dst.dtype, &out_shape, &out)
 }
 
+/// A static op's list: `""` is the empty list (per_channel over a zero-sized axis).
+fn static_list<T>(
+    s: &str,
+    parse: impl FnOnce(&str) -> Result<Vec<T>, CliError>,
+) -> Result<Vec<T>, CliError> {
+    if s.is_empty() {
+        Ok(Vec::new())
+    } else {
+        parse(s)
+    }
+}
+
 /// Validates the flags before any file is read, with the scales and zero points the
 /// case needs (a valid case accepts these whatever its files hold), so that a broken
 /// rule is reported as such rather than as a file that does not fit it.
@@ -93,11 +106,7 @@ fn prevalidate(case: &Case) -> Result<(), CliError> {
     }
     let shape = case.param_shape();
     let scales = TensorDesc::new(case.dst.dtype, &shape);
-    let zps_t = match case.op_name {
-        OpName::Axes => Some(case.zps_type.unwrap_or(case.src.dtype)),
-        _ => case.zps_type,
-    };
-    let zps = zps_t.map(|t| TensorDesc::new(t, &shape));
+    let zps = case.bin_zps_type().map(|t| TensorDesc::new(t, &shape));
     Plan::new(&case.op, &case.src, Some(&scales), zps.as_ref(), &case.dst)?;
     Ok(())
 }
@@ -154,7 +163,7 @@ fn check_npy_dtype(f: &FileTensor, want: DType, flag: &'static str) -> Result<()
 /// Reads a scales or zps file of a dynamic / axes case.
 ///
 /// A `.npy` brings its own dtype and shape (validation judges them). A `.bin` has the
-/// dst dtype (scales) or `--zps-type` (zps; the axes form defaults to the src dtype),
+/// dst dtype (scales) or [`Case::bin_zps_type`] (zps),
 /// and the shape the case needs; a single zero point is read as a broadcast `[1]`.
 /// A size that fits neither is passed on as a 1-D shape so validation names the rule.
 fn read_param(case: &Case, role: Role, path: &Path) -> Result<(TensorDesc, Vec<u8>), CliError> {
@@ -186,16 +195,10 @@ fn read_param(case: &Case, role: Role, path: &Path) -> Result<(TensorDesc, Vec<u
     }
     let dtype = match role {
         Role::Scales => case.dst.dtype,
-        _ => match (case.zps_type, case.op_name) {
-            (Some(t), _) => t,
-            (None, OpName::Axes) => case.src.dtype,
-            (None, _) => {
-                return Err(CliError::MissingFlag {
-                    flag: "zps-type",
-                    op: case.op_name.name(),
-                });
-            }
-        },
+        _ => case.bin_zps_type().ok_or(CliError::MissingFlag {
+            flag: "zps-type",
+            op: case.op_name.name(),
+        })?,
     };
     let expected = case.param_shape();
     let len = f.data.len();
