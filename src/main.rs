@@ -1,4 +1,7 @@
-//! The `dq` command-line tool: `dq run`, `dq bench`, `dq demo` (see `dq --help`).
+//! The `dq` command-line tool (see `dq --help` and the README's "Command line"):
+//! `dq run` dequantizes one tensor from files, `dq bench` times the backends,
+//! `dq model` dequantizes a model preset's weights, `dq demo` checks two built-in
+//! cases against the reference.
 
 mod cli;
 

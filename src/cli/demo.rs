@@ -1,5 +1,6 @@
-//! `dq demo`: the built-in default cases, timed and checked bit for bit against the
-//! reference. (The full main job, `dq model`, arrives with the benchmark issue.)
+//! `dq demo`: two built-in single-tensor cases (int4 per-group and int8 per-channel
+//! weights, `--size` square), timed on one backend and checked bit for bit against
+//! the reference. `dq model` runs a whole model's weights.
 
 use std::process::ExitCode;
 use std::time::Instant;

@@ -1,7 +1,10 @@
-//! The command-line tool: argument parsing, file I/O and the subcommands.
+//! The command-line tool: argument parsing ([`args`]), the case flags ([`case`]),
+//! file I/O ([`io`], [`npy`]) and the subcommands: [`run`], [`bench`], [`model`]
+//! and [`demo`].
 //!
 //! Every invalid input ends the process with exit code 2 and one line on stderr
-//! naming the violated rule; nothing is written then.
+//! naming the violated rule; nothing is written then. `dq demo` and `dq model
+//! --verify` exit with 1 when a backend differs from the reference.
 
 mod args;
 mod bench;
