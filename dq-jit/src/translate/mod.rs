@@ -34,6 +34,9 @@ mod scalar;
 mod table;
 mod vector;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 
 use cranelift_codegen::ir::{Block, Endianness, MemFlagsData, Type, Value};
