@@ -173,7 +173,7 @@ fn scale_bytes(t: DType, r: &mut Rng, out: &mut Vec<u8>) {
     };
     let ordinary = (r.below(2001) as f64 - 1000.0) / 97.0;
     let bits = match r.below(16) {
-        0 => qnan | sign * (r.below(2) as u64),
+        0 => qnan | (sign * r.below(2) as u64),
         1 => snan | (r.next() & 0x3f),
         2 => inf,
         3 => inf | sign,
@@ -294,7 +294,8 @@ fn check(jit: &Jit, c: &Case, r: &mut Rng, draws: usize) {
     let n = plan.numel();
     for _ in 0..draws {
         let data = Data::random(c, r);
-        let mut ranges: Vec<Range<usize>> = vec![0..n];
+        let mut ranges: Vec<Range<usize>> = Vec::with_capacity(5);
+        ranges.push(0..n);
         for _ in 0..3 {
             let (a, b) = (r.below(n + 1), r.below(n + 1));
             ranges.push(a.min(b)..a.max(b));
