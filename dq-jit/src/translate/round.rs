@@ -1,0 +1,201 @@
+//! Results to dst bits and their stores: f32 with NaNs quieted, f64, and the
+//! integer round-to-nearest-even of bf16 and f16 (for tables in a loop over the
+//! stack slot); and f16 scales to f32.
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
+use dq_runtime::DType;
+
+use super::{Translator, lanes, mem};
+
+impl<'a, 'f> Translator<'a, 'f> {
+    /// The byte address of output element `dof` (in elements of the kernel's
+    /// output, [`Spec::out_bytes`](crate::spec::Spec::out_bytes) each).
+    pub(super) fn dst_addr(&mut self, dof: Value) -> Value {
+        let off = self.mul_imm(dof, self.spec.out_bytes() as i64);
+        self.add(self.dst, off)
+    }
+
+    /// Result `y` (the work float) stored as output element `dof`.
+    pub(super) fn store_scalar(&mut self, dof: Value, y: Value) {
+        let addr = self.dst_addr(dof);
+        match self.spec.out() {
+            DType::F64 if self.an.quiet => {
+                let x = self.b.ins().bitcast(types::I64, lanes(), y);
+                self.b.ins().store(mem(), x, addr, 0);
+            }
+            DType::F64 => {
+                let x = self.b.ins().bitcast(types::I64, lanes(), y);
+                let q = self.b.ins().bor_imm_s(x, 0x0008_0000_0000_0000);
+                let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+                let x = self.b.ins().select(nan, q, x);
+                self.b.ins().store(mem(), x, addr, 0);
+            }
+            DType::F32 => {
+                let x = self.f32_bits(y);
+                self.b.ins().store(mem(), x, addr, 0);
+            }
+            _ => {
+                let x = self.round_16(y);
+                self.b.ins().istore16(mem(), x, addr, 0);
+            }
+        }
+    }
+
+    /// 16 results at dst byte address `addr` (contiguous).
+    pub(super) fn store_vec_at(&mut self, addr: Value, ys: [Value; 4]) {
+        if self.spec.out() == DType::F32 {
+            for (k, y) in ys.into_iter().enumerate() {
+                let x = self.f32_bits(y);
+                self.b.ins().store(mem(), x, addr, 16 * k as i32);
+            }
+            return;
+        }
+        let h: Vec<Value> = ys.into_iter().map(|y| self.round_16(y)).collect();
+        for k in 0..2 {
+            let packed = self.b.ins().unarrow(h[2 * k], h[2 * k + 1]);
+            self.b.ins().store(mem(), packed, addr, 16 * k as i32);
+        }
+    }
+
+    /// f32 (scalar or F32X4) to its bits with NaNs quieted (a no-op when the
+    /// analysis proved the result is never a signalling NaN).
+    pub(super) fn f32_bits(&mut self, y: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(y).as_int();
+        let x = self.b.ins().bitcast(ty, lanes(), y);
+        if self.an.quiet {
+            return x;
+        }
+        let q = self.or_c(x, 0x0040_0000);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+        self.sel(nan, q, x)
+    }
+
+    /// f32 (scalar or F32X4) to f16/bf16 bits in the low half of each I32 lane.
+    pub(super) fn round_16(&mut self, y: Value) -> Value {
+        if self.spec.dst == DType::BF16 {
+            self.round_bf16(y)
+        } else {
+            self.round_f16(y)
+        }
+    }
+
+    /// bf16: the integer RNE of `dq_runtime::convert::f32_to_bf16_bits`.
+    fn round_bf16(&mut self, y: Value) -> Value {
+        let ity = self.b.func.dfg.value_type(y).as_int();
+        let x = self.b.ins().bitcast(ity, lanes(), y);
+        let hi = self.vushr(x, 16);
+        let lsb = self.and_c(hi, 1);
+        let r = self.add_c(x, 0x7fff);
+        let r = self.add(r, lsb);
+        let r = self.vushr(r, 16);
+        if self.an.plain_bf16 {
+            return r;
+        }
+        let nanv = self.or_c(hi, 0x40);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+        self.sel(nan, nanv, r)
+    }
+
+    /// f16: exact RNE by float rescaling (subnormals and overflow included); NaN keeps
+    /// its top payload bits with the quiet bit set (as F16C and `half` do).
+    fn round_f16(&mut self, y: Value) -> Value {
+        let fty = self.b.func.dfg.value_type(y);
+        let ity = fty.as_int();
+        let fconst = |t: &mut Self, bits: u32| {
+            if fty.is_vector() {
+                t.vconst(fty, bits as u64)
+            } else {
+                t.b.ins().f32const(f32::from_bits(bits))
+            }
+        };
+        let w = self.b.ins().bitcast(ity, lanes(), y);
+        let shl1 = self.add(w, w);
+        let sign = self.and_c(w, 0x8000_0000_u32 as i64);
+        let sign = self.vushr(sign, 16);
+        let bias = self.and_c(shl1, 0xff00_0000_u32 as i64);
+        let min_bias = self.c32(ity, 0x7100_0000);
+        let bias = self.b.ins().umax(bias, min_bias);
+        let a = self.b.ins().fabs(y);
+        let up = fconst(self, 0x7780_0000); // 2^112
+        let down = fconst(self, 0x0880_0000); // 2^-110
+        let base = self.b.ins().fmul(a, up);
+        let base = self.b.ins().fmul(base, down);
+        let bias = self.vushr(bias, 1);
+        let bias = self.add_c(bias, 0x0780_0000);
+        let bias = self.b.ins().bitcast(fty, lanes(), bias);
+        let base = self.b.ins().fadd(bias, base);
+        let bits = self.b.ins().bitcast(ity, lanes(), base);
+        let exp = self.vushr(bits, 13);
+        let exp = self.and_c(exp, 0x7c00);
+        let man = self.and_c(bits, 0x0fff);
+        let nonsign = self.add(exp, man);
+        let payload = self.and_c(w, 0x007f_ffff);
+        let payload = self.vushr(payload, 13);
+        let nanv = self.or_c(payload, 0x7e00);
+        let nan_lim = self.c32(ity, 0xff00_0000_u32 as i64);
+        let nan = self.b.ins().icmp(IntCC::UnsignedGreaterThan, shl1, nan_lim);
+        let r = self.sel(nan, nanv, nonsign);
+        self.b.ins().bor(r, sign)
+    }
+
+    /// [`round_f16`](Self::round_f16) of four F32X4, by a loop over the stack
+    /// slot: one copy of the rounding code instead of four (compile time).
+    pub(super) fn round_f16_looped(&mut self, ys: [Value; 4]) -> Vec<Value> {
+        let addr = self.table_slot();
+        for (k, &y) in ys.iter().enumerate() {
+            self.b.ins().store(mem(), y, addr, 16 * k as i32);
+        }
+        let end = self.add_imm(addr, 64);
+        let (body, done) = (self.b.create_block(), self.b.create_block());
+        let p = self.b.append_block_param(body, types::I64);
+        self.b.ins().jump(body, &[addr.into()]);
+        self.b.switch_to_block(body);
+        let y = self.b.ins().load(types::F32X4, mem(), p, 0);
+        let h = self.local_consts(|t| t.round_f16(y));
+        self.b.ins().store(mem(), h, p, 0);
+        let pn = self.add_imm(p, 16);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, pn, end);
+        self.b.ins().brif(more, body, &[pn.into()], done, &[]);
+        self.b.switch_to_block(done);
+        (0..4)
+            .map(|k| self.b.ins().load(types::I32X4, mem(), addr, 16 * k))
+            .collect()
+    }
+
+    /// f16 bits (`ity` = I32 or I32X4, values < 2^16) to the exact f32, quieting NaNs
+    /// like `half`.
+    pub(super) fn f16_to_f32(&mut self, h: Value, ity: Type) -> Value {
+        let fty = if ity.is_vector() {
+            types::F32X4
+        } else {
+            types::F32
+        };
+        let sign = self.and_c(h, 0x8000);
+        let sign = self.vshl(sign, 16);
+        let em = self.and_c(h, 0x7fff);
+        let sh = self.vshl(em, 13);
+        // Normal and subnormal: rescale the exponent by 2^112 (exact).
+        let f = self.b.ins().bitcast(fty, lanes(), sh);
+        let k = if ity.is_vector() {
+            self.vconst(fty, 0x7780_0000)
+        } else {
+            self.b.ins().f32const(f32::from_bits(0x7780_0000))
+        };
+        let f = self.b.ins().fmul(f, k);
+        let norm = self.b.ins().bitcast(ity, lanes(), f);
+        // Inf and NaN: all-ones exponent; NaN gets its quiet bit.
+        let infnan = self.or_c(sh, 0x7f80_0000);
+        let inf_lim = self.c32(ity, 0x7c00);
+        let is_nan = self.b.ins().icmp(IntCC::SignedGreaterThan, em, inf_lim);
+        let quiet = self.or_c(infnan, 0x0040_0000);
+        let infnan = self.sel(is_nan, quiet, infnan);
+        let is_big = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, em, inf_lim);
+        let r = self.sel(is_big, infnan, norm);
+        let r = self.b.ins().bor(r, sign);
+        self.b.ins().bitcast(fty, lanes(), r)
+    }
+}

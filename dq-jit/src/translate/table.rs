@@ -1,0 +1,250 @@
+//! 4-bit table lookups: a segment with one scale and zero point computes its 16
+//! possible results once (by the vector code) as byte planes, then every element
+//! is a byte shuffle (`x86_pshufb`) of them, 32 a step; the entries also go to a
+//! stack slot, from which the segment's single elements copy theirs.
+
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{Block, InstBuilder, StackSlotData, StackSlotKind, Value, types};
+use dq_runtime::DType;
+
+use super::eval::Ints;
+use super::lane_loads::{MAGIC, bias};
+use super::vector::Steps;
+use super::{Run, STEP, Translator, lanes, mem};
+
+/// Shortest constant-parameter 4-bit segment (compile-time bound) that takes the
+/// table-lookup path, as the generated backend's `LUT_MIN`.
+const LUT_MIN: usize = 32;
+
+/// How the target does a dynamic byte shuffle (the 4-bit table lookup).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lut {
+    /// No cheap byte shuffle: 4-bit src takes the ordinary vector path.
+    None,
+    /// x86-64 with SSSE3: `x86_pshufb` (indices are always 0..15).
+    Pshufb,
+}
+
+impl<'a, 'f> Translator<'a, 'f> {
+    /// True when constant-parameter segments of this spec go through a 16-entry
+    /// table: 4-bit src, a byte shuffle on the target, and segments that can be at
+    /// least [`LUT_MIN`] long (a shorter one costs about a vector step more).
+    pub(super) fn lut_pays(&self) -> bool {
+        let inner = self.inner();
+        let longest = if inner.is_constant() {
+            inner.len
+        } else {
+            inner.group.min(inner.len)
+        };
+        self.spec.src.is_4bit() && self.lut != Lut::None && longest >= LUT_MIN
+    }
+
+    /// True when a table segment's single elements (odd first nibble, tail) are
+    /// looked up in its table rather than computed: always, unless a zero point
+    /// checked at run time can send a whole segment to scalar code (the table
+    /// is then not exact).
+    pub(super) fn table_scalar(&self) -> bool {
+        self.lut_pays() && !self.an.z_checked
+    }
+
+    /// The dst bits of the formula at the 16 values of the 4-bit src with scale
+    /// `sv` and zero point `zv` (splats), computed by the same vector code as
+    /// [`emit_vector_step`](Self::emit_vector_step), as byte tables: entry `n`'s
+    /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
+    /// `zv` is as [`vec_z`](Self::vec_z) makes it.
+    pub(super) fn lut_table(&mut self, sv: Value, zv: Value) -> (Vec<Value>, Vec<Value>) {
+        let signed = self.spec.src == DType::S4;
+        let k = self.biased.then(|| self.bias_splat(self.spec.src));
+        let mut ys = [sv; 4];
+        for (i, y) in ys.iter_mut().enumerate() {
+            let n = |l: usize| {
+                let n = (4 * i + l) as i32;
+                if signed && n >= 8 { n - 16 } else { n }
+            };
+            let ints = if self.biased && self.spec.zps.is_none() {
+                // No zero point: entry n's float(q) itself (`k: None`).
+                let floats = (0..4).flat_map(|l| (n(l) as f32).to_bits().to_le_bytes());
+                let fq = self.vconst_lanes(types::F32X4, floats.collect());
+                Ints::Biased {
+                    fq,
+                    fz: zv,
+                    k: None,
+                }
+            } else if self.biased {
+                // Entry n's q biased like `zv`'s z: q + 2^23 + bias(src).
+                let c = MAGIC + bias(self.spec.src);
+                let floats =
+                    (0..4).flat_map(|l| ((n(l) as i64 + c) as f32).to_bits().to_le_bytes());
+                let fq = self.vconst_lanes(types::F32X4, floats.collect());
+                Ints::Biased { fq, fz: zv, k }
+            } else {
+                let q = (0..4).flat_map(|l| n(l).to_le_bytes()).collect();
+                let q = self.vconst_lanes(types::I32X4, q);
+                Ints::Plain { q, z: zv }
+            };
+            *y = self.eval(ints, sv, true);
+        }
+        // Entry n's bytes in element order, then regrouped by byte position.
+        let bytes: Vec<Value> = if self.spec.out() == DType::F32 {
+            ys.iter().map(|&y| self.f32_bits(y)).collect()
+        } else {
+            let h: Vec<Value> = if self.spec.dst == DType::F16 {
+                self.round_f16_looped(ys)
+            } else {
+                ys.iter().map(|&y| self.round_16(y)).collect()
+            };
+            vec![
+                self.b.ins().unarrow(h[0], h[1]),
+                self.b.ins().unarrow(h[2], h[3]),
+            ]
+        };
+        let v: Vec<Value> = bytes
+            .into_iter()
+            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
+            .collect();
+        let w = self.spec.out_bytes();
+        if w == 2 {
+            // v[0] = entries 0..8, v[1] = 8..16, two bytes each: low bytes to the
+            // low half, high bytes to the high half, then the halves paired up.
+            let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
+            let a = self.shuffle(v[0], v[0], split.clone());
+            let b = self.shuffle(v[1], v[1], split);
+            let planes = vec![
+                self.shuffle(a, b, (0..8).chain(16..24)),
+                self.shuffle(a, b, (8..16).chain(24..32)),
+            ];
+            return (planes, v);
+        }
+        // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
+        let pick = |b: u8| {
+            (0..8)
+                .map(move |n| 4 * n + b)
+                .chain((0..8).map(move |n| 4 * n + b + 1))
+        };
+        let lo01 = self.shuffle(v[0], v[1], pick(0));
+        let hi01 = self.shuffle(v[0], v[1], pick(2));
+        let lo23 = self.shuffle(v[2], v[3], pick(0));
+        let hi23 = self.shuffle(v[2], v[3], pick(2));
+        let planes = vec![
+            self.shuffle(lo01, lo23, (0..8).chain(16..24)),
+            self.shuffle(lo01, lo23, (8..16).chain(24..32)),
+            self.shuffle(hi01, hi23, (0..8).chain(16..24)),
+            self.shuffle(hi01, hi23, (8..16).chain(24..32)),
+        ];
+        (planes, v)
+    }
+
+    /// The address of the function's 64-byte stack slot (tables, and f16
+    /// rounding in a loop), created on first use.
+    pub(super) fn table_slot(&mut self) -> Value {
+        if let Some(a) = self.table_slot {
+            return a;
+        }
+        let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
+        let slot = self.b.create_sized_stack_slot(data);
+        let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
+        let a = pos.ins().stack_addr(types::I64, slot, 0);
+        self.table_slot = Some(a);
+        a
+    }
+
+    /// Stores a table's entries (`entries`: 16 results in nibble order, as I8X16
+    /// vectors) to the function's table slot; returns the slot's address.
+    pub(super) fn store_table(&mut self, entries: &[Value]) -> Value {
+        let addr = self.table_slot();
+        for (k, &e) in entries.iter().enumerate() {
+            self.b.ins().store(mem(), e, addr, 16 * k as i32);
+        }
+        addr
+    }
+
+    /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
+    /// when 16 are left (unless only a call's first or last segment can end
+    /// short of a 32-element step: its rest is left to the scalar tail, which
+    /// saves compile time); jumps to `exit` with the first index not done.
+    /// `full`: see [`Steps::Double`].
+    pub(super) fn emit_lut_loop(
+        &mut self,
+        (j0, j1): (Value, Value),
+        run: Run,
+        tab: &[Value],
+        exit: Block,
+        full: Option<Block>,
+    ) {
+        let inner = self.inner();
+        let steps = Steps::Double { full };
+        let step = |t: &mut Self, _, sp, dp| t.emit_lut_step(tab, sp, dp, 2);
+        if inner.len.is_multiple_of(32) && (inner.is_constant() || inner.group.is_multiple_of(32)) {
+            self.emit_vector_loop((j0, j1), run, exit, steps, step);
+            return;
+        }
+        let mid = self.b.create_block();
+        let jv = self.b.append_block_param(mid, types::I64);
+        self.emit_vector_loop((j0, j1), run, mid, steps, step);
+        self.b.switch_to_block(mid);
+        // `jv` is even (the loop peeled an odd start).
+        let left = self.b.ins().isub(j1, jv);
+        let one = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, left, STEP);
+        let step = self.b.create_block();
+        self.b.ins().brif(one, step, &[], exit, &[jv.into()]);
+        self.b.switch_to_block(step);
+        let (sp, dp) = self.vector_addrs(run, jv);
+        self.emit_lut_step(tab, sp, dp, 1);
+        let jn = self.add_imm(jv, STEP);
+        self.b.ins().jump(exit, &[jn.into()]);
+    }
+
+    /// `16 * halves` elements by table lookup: `8 * halves` src bytes at `sp` (from
+    /// a low nibble) to dst byte address `dp`.
+    fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value, halves: usize) {
+        let v = if halves == 2 {
+            self.b.ins().load(types::I8X16, mem(), sp, 0)
+        } else {
+            self.load_low64(sp)
+        };
+        let (lo, hi) = self.nibbles(v);
+        let out_bytes = 16 * self.spec.out_bytes() as i32;
+        for h in 0..halves as u8 {
+            // Nibbles 16h..16h+16 in element order.
+            let idx = self.shuffle(lo, hi, (8 * h..8 * h + 8).flat_map(|i| [i, i + 16]));
+            self.emit_lut_16(tab, idx, dp, out_bytes * h as i32);
+        }
+    }
+
+    /// The 16 elements whose nibbles are `idx`, stored at `dp + off`.
+    fn emit_lut_16(&mut self, tab: &[Value], idx: Value, dp: Value, off: i32) {
+        let got: Vec<Value> = tab.iter().map(|&t| self.lookup(t, idx)).collect();
+        let lo_bytes = |i: u8| [i, i + 16];
+        let out: Vec<Value> = if got.len() == 2 {
+            vec![
+                self.shuffle(got[0], got[1], (0..8).flat_map(lo_bytes)),
+                self.shuffle(got[0], got[1], (8..16).flat_map(lo_bytes)),
+            ]
+        } else {
+            let b01l = self.shuffle(got[0], got[1], (0..8).flat_map(lo_bytes));
+            let b01h = self.shuffle(got[0], got[1], (8..16).flat_map(lo_bytes));
+            let b23l = self.shuffle(got[2], got[3], (0..8).flat_map(lo_bytes));
+            let b23h = self.shuffle(got[2], got[3], (8..16).flat_map(lo_bytes));
+            let words = |i: u8| [2 * i, 2 * i + 1, 2 * i + 16, 2 * i + 17];
+            vec![
+                self.shuffle(b01l, b23l, (0..4).flat_map(words)),
+                self.shuffle(b01l, b23l, (4..8).flat_map(words)),
+                self.shuffle(b01h, b23h, (0..4).flat_map(words)),
+                self.shuffle(b01h, b23h, (4..8).flat_map(words)),
+            ]
+        };
+        for (k, x) in out.into_iter().enumerate() {
+            self.b.ins().store(mem(), x, dp, off + 16 * k as i32);
+        }
+    }
+
+    /// Byte `idx[i]` (0..16) of `table` in lane `i`.
+    fn lookup(&mut self, table: Value, idx: Value) -> Value {
+        debug_assert_eq!(self.lut, Lut::Pshufb);
+        self.b.ins().x86_pshufb(table, idx)
+    }
+}
