@@ -140,7 +140,7 @@ fn time_kernel(bn: &mut Bencher<'_>, d: &mut Data, k: &dyn Kernel) {
     };
     let plan = &d.plan;
     bn.iter(|| {
-        let job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
+        let mut job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
         job.run(k).unwrap();
     });
 }

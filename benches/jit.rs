@@ -112,7 +112,7 @@ fn bench(c: &mut Criterion) {
         });
         let jit = dq_jit::standard();
         let mut kernels: Vec<(&str, &dyn Kernel)> = vec![("jit", jit)];
-        if let Some(generated) = backends.generated {
+        if let Some(generated) = backends.get(dq::Backend::Generated) {
             kernels.push(("generated", generated));
         }
         if n <= 1 << 16 {
@@ -125,10 +125,10 @@ fn bench(c: &mut Criterion) {
         }
         for (name, k) in kernels {
             let mut d = TensorMut::from_bytes(w.dst, &w.shape, &mut out);
-            let job = plan.bind(&src, Some(&sc), z.as_ref(), &mut d).unwrap();
+            let mut job = plan.bind(&src, Some(&sc), z.as_ref(), &mut d).unwrap();
             job.run(k).unwrap();
             g.bench_function(name, |b| b.iter(|| job.run(k).unwrap()));
-            if name == "jit" && n > 1 << 20 {
+            if k.backend() == dq::Backend::Jit && n > 1 << 20 {
                 jit.set_streaming(!dq_jit::STREAM_BY_DEFAULT);
                 let other = if dq_jit::STREAM_BY_DEFAULT {
                     "jit_plain"

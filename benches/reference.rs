@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
                         desc: dst_d.clone(),
                         data: &mut out,
                     };
-                    let job = plan.bind(&s, Some(&sc), None, &mut d).unwrap();
+                    let mut job = plan.bind(&s, Some(&sc), None, &mut d).unwrap();
                     job.run(&Reference::default()).unwrap();
                 })
             });

@@ -26,6 +26,8 @@ pub use dq_jit;
 pub use dq_macros::dequant_kernel;
 pub use dq_runtime::*;
 
+use std::sync::OnceLock;
+
 pub mod model;
 
 /// The README's Rust examples, compiled and run as doctests so they stay in sync.
@@ -60,13 +62,11 @@ impl Default for Options {
     }
 }
 
-/// The backends this build of dq offers.
-pub fn backends() -> Backends {
-    Backends {
-        generated: Some(&generated::dequantize),
-        jit: Some(dq_jit::standard()),
-        jit_pays: Some(|plan| dq_jit::standard().pays(plan)),
-    }
+/// The backends this build of dq offers, in the order `auto` prefers them: the JIT
+/// (where it pays), then the generated kernels.
+pub fn backends() -> &'static Backends {
+    static BACKENDS: OnceLock<Backends> = OnceLock::new();
+    BACKENDS.get_or_init(|| Backends::new(vec![dq_jit::standard(), &generated::dequantize]))
 }
 
 /// Validates and runs one dequantization.

@@ -176,6 +176,10 @@ pub struct ModelConfig {
 pub struct BackendReport {
     /// Backend name.
     pub backend: String,
+    /// True when the backend chosen (explicitly, not `auto`) compiles kernels: the
+    /// counters below are its own (not in the JSON).
+    #[serde(skip)]
+    pub compiles: bool,
     /// JIT kernels compiled during this run.
     pub kernels_compiled: u64,
     /// JIT kernels taken from the cache during this run.
@@ -354,8 +358,9 @@ pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> R
         threads: cfg.threads,
         backends: backends
             .iter()
-            .map(|b| BackendReport {
+            .map(|&b| BackendReport {
                 backend: b.name().into(),
+                compiles: table.get(b).is_some_and(|k| k.stats().is_some()),
                 ..Default::default()
             })
             .collect(),
@@ -378,7 +383,7 @@ pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> R
         for (k, &b) in backends.iter().enumerate() {
             outs[k].resize(dst_bytes, 0);
             run_one(
-                &table,
+                table,
                 b,
                 &plan,
                 &call,
@@ -417,12 +422,17 @@ fn run_one(
     threads: usize,
     rep: &mut BackendReport,
 ) -> Result<()> {
-    // `select` runs `supports`, which is where the JIT compiles or hits its cache.
-    let jit_stats = || table.jit.and_then(|k| k.stats()).unwrap_or_default();
-    let before = jit_stats();
+    // `select` runs `supports`, which is where a compiling backend (the JIT)
+    // compiles or hits its cache: count from before it.
+    let before: Vec<_> = (table.kernels().iter())
+        .map(|k| (k.backend(), k.stats()))
+        .collect();
     let kernel: &dyn Kernel = table.select(backend, plan)?;
-    if kernel.name() == "jit" {
-        let after = jit_stats();
+    if let Some(after) = kernel.stats() {
+        let before = (before.iter())
+            .find(|(b, _)| *b == kernel.backend())
+            .and_then(|&(_, s)| s)
+            .unwrap_or_default();
         let compiled = after.compiled - before.compiled;
         rep.kernels_compiled += compiled;
         rep.kernels_reused += u64::from(compiled == 0);
@@ -444,7 +454,7 @@ fn run_one(
         desc: call.dst.clone(),
         data: out,
     };
-    let job = plan.bind(&src, Some(&scales), zps.as_ref(), &mut dst)?;
+    let mut job = plan.bind(&src, Some(&scales), zps.as_ref(), &mut dst)?;
     let t = Instant::now();
     job.run_parallel(kernel, threads)?;
     rep.dequant_s += t.elapsed().as_secs_f64();

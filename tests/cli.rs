@@ -889,11 +889,12 @@ fn error_numpy_has_no_bf16() {
 #[test]
 fn error_backend_unavailable() {
     let b = dq::backends();
-    if b.jit.is_some() && b.generated.is_some() {
+    let jit = b.get(dq::Backend::Jit);
+    if jit.is_some() && b.get(dq::Backend::Generated).is_some() {
         eprintln!("SKIPPED: every backend is built in; no unavailable backend to choose");
         return;
     }
-    let name = if b.jit.is_none() { "jit" } else { "generated" };
+    let name = if jit.is_none() { "jit" } else { "generated" };
     ErrCase::new().fails(
         &[("--backend", Some(name))],
         &format!("backend `{name}` is unavailable"),
@@ -1051,7 +1052,7 @@ fn bench_limits_backends_and_rejects_unavailable_ones() {
         .collect();
     assert_eq!(names, ["reference", "memcpy"]);
     assert_eq!(j["case"]["axes"], serde_json::json!([1]));
-    if dq::backends().jit.is_none() {
+    if dq::backends().get(dq::Backend::Jit).is_none() {
         let o = dq(&["bench", "--shape", "8x128", "--backend", "jit"]);
         assert_eq!(o.status.code(), Some(2));
         assert!(stderr(&o).contains("backend `jit` is unavailable"));

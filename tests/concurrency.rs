@@ -1,6 +1,7 @@
 //! Many threads at once: identical and different plans through `dq::dequantize` (every
-//! backend choice, so the JIT's shared cache when it is built in) and through
-//! `Job::run_parallel` on shared inputs, checked bit for bit against the reference.
+//! backend choice, so the JIT's shared cache when it is built in), through
+//! `Job::run_parallel` on shared inputs, and through a job's parts (`JobPart`) on the
+//! caller's own threads, checked bit for bit against the reference.
 //!
 //! `DQ_CONCURRENCY_SMALL=1` shrinks the workload (for `scripts/valgrind-concurrency.sh`).
 mod support;
@@ -10,7 +11,7 @@ use std::sync::Barrier;
 use dq::{Backend, OpKind, Options, Plan, Tensor, TensorMut};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
-use support::cases::{Case, assert_bits, case_strategy};
+use support::cases::{Case, assert_bits, case_strategy, split_ranges};
 use support::{Rng, all_variants, reference};
 
 fn small() -> bool {
@@ -145,6 +146,40 @@ fn one_plan_many_run_parallel_calls() {
             });
         }
     });
+}
+
+/// A job split into parts (`Job::parts`, and `split_at` at random cut points), each
+/// part on its own scoped thread, gives the single-thread bits on every kernel.
+#[test]
+fn job_parts_on_own_threads_match_one_thread() {
+    let case = large_case(if small() { 70_000 } else { 200_000 });
+    let want = case.run(reference());
+    let plan = case.plan();
+    let mut rng = Rng(11);
+    for v in all_variants() {
+        assert_bits(&case, &case.run(v.kernel), &want, v.name);
+        for n in [1, 2, 3, 8, 64] {
+            let (covered, got) = case.with_job(&plan, |job| {
+                let parts: Vec<_> = job.parts(n).unwrap().collect();
+                let covered: usize = parts.iter().map(|p| p.range().len()).sum();
+                std::thread::scope(|s| {
+                    for mut p in parts {
+                        s.spawn(move || p.run(v.kernel).unwrap());
+                    }
+                });
+                covered
+            });
+            assert_eq!(covered, case.numel());
+            assert_bits(&case, &got, &want, &format!("{} {n} parts", v.name));
+        }
+        for _ in 0..4 {
+            let cuts: Vec<u32> = (0..1 + rng.below(6))
+                .map(|_| rng.next_u64() as u32)
+                .collect();
+            let got = case.run_split(v.kernel, &split_ranges(case.numel(), &cuts));
+            assert_bits(&case, &got, &want, &format!("{} cut at {cuts:?}", v.name));
+        }
+    }
 }
 
 /// Different op kinds in different threads, each also splitting its own job.

@@ -332,7 +332,7 @@ impl Case {
                 desc: dst_desc.clone(),
                 data: &mut buf[off..],
             };
-            let job = plan
+            let mut job = plan
                 .bind(&src, dynamic.then_some(&sc), zp.as_ref(), &mut dst)
                 .unwrap();
             for r in ranges {
@@ -462,7 +462,7 @@ fn table_has_every_combination_the_ops_allow() {
     got.sort();
     want.sort();
     assert_eq!(got, want);
-    assert!(dq::backends().generated.is_some());
+    assert!(dq::backends().get(dq::Backend::Generated).is_some());
 }
 
 #[test]

@@ -108,7 +108,7 @@ mod linux {
                 data: dst_buf.as_mut_slice(),
             };
             {
-                let job = plan
+                let mut job = plan
                     .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
                     .expect("exact-size buffers bind");
                 for r in ranges {
@@ -345,13 +345,16 @@ mod linux {
     pub(super) struct Overrun(pub &'static str);
 
     impl Kernel for Overrun {
+        fn backend(&self) -> dq::Backend {
+            dq::Backend::Reference
+        }
         fn name(&self) -> &'static str {
             "overrun-probe"
         }
         fn supports(&self, _plan: &Plan) -> dq::Result<()> {
             Ok(())
         }
-        fn run(&self, job: &Job<'_>, range: Range<usize>) {
+        unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
             let src = job.src();
             match self.0 {
                 // SAFETY: deliberately NOT sound: a probe that only runs in a child
@@ -369,7 +372,8 @@ mod linux {
                 },
                 _ => {}
             }
-            reference().run(job, range);
+            // SAFETY: this call's contract, passed on unchanged.
+            unsafe { reference().run(job, range) };
         }
     }
 }

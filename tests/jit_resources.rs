@@ -42,9 +42,9 @@ fn run_distinct(kernel: &dyn Kernel, i: usize) {
 /// Every backend variant that reports compile statistics.
 fn compiling_backends() -> Vec<(&'static str, &'static dyn Kernel)> {
     let b = dq::backends();
-    let v: Vec<_> = [("generated", b.generated), ("jit", b.jit)]
-        .into_iter()
-        .filter_map(|(n, k)| k.filter(|k| k.stats().is_some()).map(|k| (n, k)))
+    let v: Vec<_> = (b.kernels().iter())
+        .filter(|k| k.stats().is_some())
+        .map(|&k| (k.name(), k))
         .collect();
     if v.is_empty() {
         eprintln!("SKIPPED: no backend with compile statistics (the JIT) in this build");

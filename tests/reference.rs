@@ -588,7 +588,7 @@ fn zero_sized_dims_do_nothing() {
         assert_eq!(plan.numel(), 0);
         let mut out: [u8; 0] = [];
         let mut d = TensorMut::from_bytes(DType::F32, &shape, &mut out);
-        let job = plan.bind(&src, Some(&scales), None, &mut d).unwrap();
+        let mut job = plan.bind(&src, Some(&scales), None, &mut d).unwrap();
         job.run_parallel(&Reference::default(), 2).unwrap();
     }
     // Extra buffer space stays untouched.
@@ -679,10 +679,10 @@ fn threads_and_sub_ranges_are_bit_identical() {
     let op: Op = DynamicDequantize::per_group(vec![1, 32]).into();
     let plan = Plan::new(&op, &src.desc, Some(&st.desc), Some(&zt.desc), &dst).unwrap();
     let r = Reference::default();
-    let run = |how: &dyn Fn(&dq::Job<'_>)| {
+    let run = |how: &dyn Fn(&mut dq::Job<'_>)| {
         let mut out = vec![0u8; n * 2];
         let mut d = TensorMut::from_bytes(DType::BF16, &[rows, cols], &mut out);
-        how(&plan.bind(&src, Some(&st), Some(&zt), &mut d).unwrap());
+        how(&mut plan.bind(&src, Some(&st), Some(&zt), &mut d).unwrap());
         out
     };
     let one = run(&|j| j.run_parallel(&r, 1).unwrap());

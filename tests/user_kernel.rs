@@ -1,7 +1,8 @@
 //! `#[dequant_kernel]` used as a user crate would: through `dq::dequant_kernel`,
 //! with formulas of its own, checked bit for bit against the reference
 //! interpreting the same IR, on every ISA this machine has. Also the trybuild
-//! UI tests of every diagnostic.
+//! UI tests (`tests/ui`) of every diagnostic, and of the execution API refusing,
+//! in safe code, to run overlapping ranges of one job at once.
 
 use dq::arch::Isa;
 use dq::{
@@ -103,7 +104,7 @@ fn check(
     let run = |kernel: &dyn Kernel| {
         let mut buf = vec![0u8; d_t.bytes_for(n).unwrap()];
         let mut dst = TensorMut::from_bytes(d_t, shape, &mut buf);
-        let job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
+        let mut job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
         job.run_range(kernel, 0..n / 3).unwrap();
         job.run_range(kernel, n / 3..n).unwrap();
         buf
@@ -184,6 +185,7 @@ fn every_dsl_feature_matches_the_reference_on_every_isa() {
     }
 }
 
+/// The macro's diagnostics, and the overlapping runs the execution API rejects.
 #[test]
 fn diagnostics() {
     let t = trybuild::TestCases::new();

@@ -354,7 +354,7 @@ impl Input {
             };
             match plan.bind(&src, scales.as_ref(), zps.as_ref(), &mut dst) {
                 Err(_) => Err(()),
-                Ok(job) => match self.threads {
+                Ok(mut job) => match self.threads {
                     1 => job.run(kernel).map_err(drop),
                     t => job.run_parallel(kernel, t).map_err(drop),
                 },

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-use dq_runtime::{Error, FormulaIr, Job, KernelStats, Plan, Reference, Result, STANDARD};
+use dq_runtime::{Backend, Error, FormulaIr, Job, KernelStats, Plan, Reference, Result, STANDARD};
 
 pub use cache::{CompiledKernel, Kernel};
 pub use compile::KernelFn;
@@ -182,8 +182,8 @@ pub fn for_formula(formula: &'static FormulaIr) -> &'static Jit {
 }
 
 impl dq_runtime::Kernel for Jit {
-    fn name(&self) -> &'static str {
-        "jit"
+    fn backend(&self) -> Backend {
+        Backend::Jit
     }
 
     fn supports(&self, plan: &Plan) -> Result<()> {
@@ -193,7 +193,12 @@ impl dq_runtime::Kernel for Jit {
         self.kernel(plan).map(drop)
     }
 
-    fn run(&self, job: &Job<'_>, range: Range<usize>) {
+    /// [`Jit::pays`].
+    fn pays(&self, plan: &Plan) -> bool {
+        Jit::pays(self, plan)
+    }
+
+    unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
         if range.is_empty() {
             return;
         }
@@ -204,13 +209,12 @@ impl dq_runtime::Kernel for Jit {
         if done.is_err() {
             // Only reachable if a kernel evicted after `supports` fails to recompile:
             // the reference computes the same bits.
-            dq_runtime::Kernel::run(
-                &Reference {
-                    formula: self.formula,
-                },
-                job,
-                range,
-            );
+            let reference = Reference {
+                formula: self.formula,
+            };
+            // SAFETY: this call's contract, passed on unchanged (the reference
+            // supports every plan).
+            unsafe { dq_runtime::Kernel::run(&reference, job, range) };
         }
     }
 
@@ -230,12 +234,13 @@ impl CompiledKernel {
         self.code.func
     }
 
-    /// Computes the dst elements of `job` whose logical index is in `range`.
+    /// Computes the dst elements of `job` whose logical index is in `range`
+    /// (`&mut`: nothing else runs the job meanwhile).
     ///
     /// # Errors
     /// [`Error::BackendUnavailable`] when `job`'s plan is not the one compiled, or
     /// [`Error::BadRange`] when `range` is outside the plan.
-    pub fn run(&self, job: &Job<'_>, range: Range<usize>) -> Result<()> {
+    pub fn run(&self, job: &mut Job<'_>, range: Range<usize>) -> Result<()> {
         self.run_with(job, range, STREAM_BY_DEFAULT)
     }
 
@@ -270,7 +275,8 @@ impl CompiledKernel {
         } else {
             // SAFETY: the plan matches the compiled spec and `bind` validated every
             // buffer for it; `range` is inside the plan, and the kernel writes only
-            // the dst elements of `range`, which this call owns (Kernel::run).
+            // the dst elements of `range`, which this call owns (the contract of
+            // Kernel::run, or `run`'s `&mut Job`).
             unsafe { self.call(job, job.dst_ptr(), range) };
         }
         Ok(())

@@ -61,16 +61,11 @@ impl FromStr for Backend {
     }
 }
 
-/// The backends a build offers; `None` where one has not been plugged in.
-#[derive(Clone, Copy, Default)]
+/// The backends a build offers, in the order `auto` prefers them; the scalar
+/// reference is always there besides them.
+#[derive(Clone, Default)]
 pub struct Backends {
-    /// Compile-time generated kernels.
-    pub generated: Option<&'static dyn Kernel>,
-    /// The JIT.
-    pub jit: Option<&'static dyn Kernel>,
-    /// Whether the JIT pays for a plan under `auto` (its kernel is cached, or the
-    /// work earns back a compile); `None` means it never does.
-    pub jit_pays: Option<fn(&Plan) -> bool>,
+    kernels: Vec<&'static dyn Kernel>,
 }
 
 static REFERENCE: Reference = Reference {
@@ -78,38 +73,59 @@ static REFERENCE: Reference = Reference {
 };
 
 impl Backends {
+    /// The backends `kernels`, in order of preference (the first of a
+    /// [`Backend`] is the one an explicit choice of it selects).
+    pub fn new(kernels: Vec<&'static dyn Kernel>) -> Backends {
+        Backends { kernels }
+    }
+
+    /// The registered kernels, in order of preference (the reference is not listed).
+    pub fn kernels(&self) -> &[&'static dyn Kernel] {
+        &self.kernels
+    }
+
+    /// The kernel an explicit `backend` selects, whatever the plan: the first
+    /// registered one of it (the built-in reference for [`Backend::Reference`]);
+    /// `None` when there is none, and always for [`Backend::Auto`].
+    pub fn get(&self, backend: Backend) -> Option<&'static dyn Kernel> {
+        match backend {
+            Backend::Auto => None,
+            Backend::Reference => Some(self.find(backend).unwrap_or(&REFERENCE)),
+            b => self.find(b),
+        }
+    }
+
+    fn find(&self, backend: Backend) -> Option<&'static dyn Kernel> {
+        self.kernels
+            .iter()
+            .copied()
+            .find(|k| k.backend() == backend)
+    }
+
     /// The kernel to run `plan` with for `choice`.
     ///
-    /// `auto` takes the JIT when it pays (`jit_pays`: a cached kernel, or work large
-    /// enough to earn back the compile), else the generated kernels when they
-    /// support the plan, else the JIT, else the reference. An explicit choice never
-    /// falls back.
+    /// `auto` takes the first kernel that [pays](Kernel::pays) for the plan and
+    /// supports it (with the facade's list: the JIT when its kernel is cached or the
+    /// work earns back the compile, else the generated kernels), else the first that
+    /// supports it (the JIT), else the reference. An explicit choice never falls back.
     ///
     /// # Errors
     /// [`Error::BackendUnavailable`] when the chosen backend is absent or refuses the plan.
     pub fn select(&self, choice: Backend, plan: &Plan) -> Result<&'static dyn Kernel> {
-        let absent = |b: Backend| Error::BackendUnavailable {
-            backend: b.name(),
-            reason: "not built into this version of dq".into(),
-        };
-        let pick = |k: Option<&'static dyn Kernel>, b: Backend| -> Result<&'static dyn Kernel> {
-            let k = k.ok_or_else(|| absent(b))?;
-            k.supports(plan)?;
-            Ok(k)
-        };
-        match choice {
-            Backend::Reference => Ok(&REFERENCE),
-            Backend::Generated => pick(self.generated, choice),
-            Backend::Jit => pick(self.jit, choice),
-            Backend::Auto => {
-                let pays = self.jit_pays.is_some_and(|f| f(plan));
-                let jit = || pick(self.jit, Backend::Jit);
-                let first = if pays { jit() } else { Err(absent(choice)) };
-                Ok(first
-                    .or_else(|_| pick(self.generated, Backend::Generated))
-                    .or_else(|_| jit())
-                    .unwrap_or(&REFERENCE))
-            }
+        if choice == Backend::Auto {
+            let (paying, rest): (Vec<_>, Vec<_>) =
+                self.kernels.iter().copied().partition(|k| k.pays(plan));
+            let first = paying
+                .into_iter()
+                .chain(rest)
+                .find(|k| k.supports(plan).is_ok());
+            return Ok(first.unwrap_or(&REFERENCE));
         }
+        let kernel = self.get(choice).ok_or_else(|| Error::BackendUnavailable {
+            backend: choice.name(),
+            reason: "not built into this version of dq".into(),
+        })?;
+        kernel.supports(plan)?;
+        Ok(kernel)
     }
 }

@@ -276,6 +276,16 @@ pub enum Error {
         /// Elements in the plan.
         elements: usize,
     },
+    /// A split point outside the job part being split.
+    #[error("cannot split the part {start}..{end} at element {at}")]
+    SplitOutside {
+        /// The split point.
+        at: usize,
+        /// The part's first element.
+        start: usize,
+        /// The part's end.
+        end: usize,
+    },
     /// The chosen backend cannot run this call.
     #[error("backend `{backend}` is unavailable: {reason}")]
     BackendUnavailable {

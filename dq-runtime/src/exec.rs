@@ -8,14 +8,21 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
+use crate::backend::Backend;
 use crate::error::{Error, Result, Role};
 use crate::plan::Plan;
 use crate::tensor::{Tensor, TensorDesc, TensorMut};
 
 /// A backend: computes any range of a validated [`Job`]'s elements.
 pub trait Kernel: Sync {
-    /// Its name (`reference`, `generated`, `jit`).
-    fn name(&self) -> &'static str;
+    /// The choice that selects it ([`Backend::Auto`] is a choice, never a kernel's).
+    fn backend(&self) -> Backend;
+
+    /// Its name for messages (by default its [`backend`](Self::backend)'s: `reference`,
+    /// `generated`, `jit`).
+    fn name(&self) -> &'static str {
+        self.backend().name()
+    }
 
     /// Ok when this backend can run `plan` (its dtypes, its formula).
     ///
@@ -23,11 +30,26 @@ pub trait Kernel: Sync {
     /// [`Error::BackendUnavailable`] saying why not.
     fn supports(&self, plan: &Plan) -> Result<()>;
 
-    /// Writes dst for the logical (row-major) element indices in `range`.
+    /// Whether `auto` should prefer this backend for `plan` (asked before
+    /// [`supports`](Self::supports)); `auto` falls back to one that does not pay only
+    /// when none that pays supports the plan. Yes by default.
+    fn pays(&self, plan: &Plan) -> bool {
+        let _ = plan;
+        true
+    }
+
+    /// Writes dst for the logical (row-major) element indices in `range`, and nothing
+    /// outside them.
     ///
-    /// Called only with `range` inside `0..plan.numel()` and after
-    /// [`supports`](Self::supports) said yes. Must write nothing outside `range`.
-    fn run(&self, job: &Job<'_>, range: Range<usize>);
+    /// Safe callers go through [`Job::run`], [`Job::run_range`],
+    /// [`Job::run_parallel`] or [`JobPart::run`], which check the conditions below.
+    ///
+    /// # Safety
+    /// - `range` is inside `0..job.plan().numel()`;
+    /// - [`supports`](Self::supports) said yes for `job.plan()`;
+    /// - no call running at the same time writes any element of `range` of the same
+    ///   job (concurrent calls get disjoint ranges).
+    unsafe fn run(&self, job: &Job<'_>, range: Range<usize>);
 
     /// Counters of a backend that compiles (the JIT); `None` for the others.
     fn stats(&self) -> Option<KernelStats> {
@@ -58,8 +80,10 @@ pub struct DstBuf<'a> {
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
-// SAFETY: a DstBuf is made only from a `&mut [u8]` it borrows for 'a, and writers
-// go through `Job::dst_bytes`, whose contract makes concurrent writes disjoint.
+// SAFETY: a DstBuf is made only from a `&mut [u8]` it borrows for 'a. Its bytes are
+// written only by `unsafe` code under the contracts of `Kernel::run` and
+// `Job::dst_bytes`, which make concurrent writes disjoint; the safe ways to run take
+// `&mut Job` or a `JobPart` (a disjoint range of a mutably borrowed job).
 unsafe impl Send for DstBuf<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for DstBuf<'_> {}
@@ -232,7 +256,7 @@ impl<'a> Job<'a> {
     ///
     /// # Errors
     /// [`Error::BadRange`] outside `0..=numel`, or the kernel's own refusal.
-    pub fn run_range(&self, kernel: &dyn Kernel, range: Range<usize>) -> Result<()> {
+    pub fn run_range(&mut self, kernel: &dyn Kernel, range: Range<usize>) -> Result<()> {
         let n = self.plan.numel();
         if range.start > range.end || range.end > n {
             return Err(Error::BadRange {
@@ -243,7 +267,9 @@ impl<'a> Job<'a> {
         }
         kernel.supports(self.plan)?;
         if !range.is_empty() {
-            kernel.run(self, range);
+            // SAFETY: `range` is inside the plan (checked), `supports` said yes, and
+            // `&mut self` keeps every other run of this job out while this one lasts.
+            unsafe { kernel.run(self, range) };
         }
         Ok(())
     }
@@ -252,7 +278,7 @@ impl<'a> Job<'a> {
     ///
     /// # Errors
     /// The kernel's refusal ([`Error::BackendUnavailable`]).
-    pub fn run(&self, kernel: &dyn Kernel) -> Result<()> {
+    pub fn run(&mut self, kernel: &dyn Kernel) -> Result<()> {
         self.run_range(kernel, 0..self.plan.numel())
     }
 
@@ -261,7 +287,7 @@ impl<'a> Job<'a> {
     ///
     /// # Errors
     /// [`Error::ZeroThreads`], or the kernel's refusal.
-    pub fn run_parallel(&self, kernel: &dyn Kernel, threads: usize) -> Result<()> {
+    pub fn run_parallel(&mut self, kernel: &dyn Kernel, threads: usize) -> Result<()> {
         if threads == 0 {
             return Err(Error::ZeroThreads);
         }
@@ -274,11 +300,117 @@ impl<'a> Job<'a> {
             return self.run(kernel);
         }
         match pool(threads) {
-            Some(pool) => pool.install(|| {
-                chunks.into_par_iter().for_each(|r| kernel.run(self, r));
-            }),
+            Some(pool) => {
+                let job = &*self;
+                pool.install(|| {
+                    chunks.into_par_iter().for_each(|r| {
+                        // SAFETY: the chunks of `split` are disjoint and inside the
+                        // plan, `supports` said yes, and `&mut self` keeps every other
+                        // run of this job out while these last.
+                        unsafe { kernel.run(job, r) }
+                    });
+                });
+            }
             // No threads to be had: the same bits on the caller's thread.
             None => return self.run(kernel),
+        }
+        Ok(())
+    }
+
+    /// The whole job as one part, to split into disjoint parts for the caller's own
+    /// threads (see [`JobPart::split_at`]).
+    pub fn as_part(&mut self) -> JobPart<'_, 'a> {
+        let range = 0..self.plan.numel();
+        JobPart { job: self, range }
+    }
+
+    /// Splits the job at logical element `mid`: the parts `0..mid` and `mid..numel`,
+    /// each runnable on its own thread (like `split_at_mut`).
+    ///
+    /// # Errors
+    /// [`Error::SplitOutside`] when `mid > numel`.
+    pub fn split_at(&mut self, mid: usize) -> Result<(JobPart<'_, 'a>, JobPart<'_, 'a>)> {
+        self.as_part().split_at(mid)
+    }
+
+    /// Splits the job into `n` disjoint contiguous parts of about equal length, in
+    /// order, covering every element (like `chunks_mut`; parts are empty when
+    /// `n > numel`). Lazy: a part is made when the iterator reaches it.
+    ///
+    /// # Errors
+    /// [`Error::ZeroThreads`] when `n` is 0.
+    pub fn parts(
+        &mut self,
+        n: usize,
+    ) -> Result<impl ExactSizeIterator<Item = JobPart<'_, 'a>> + Send> {
+        if n == 0 {
+            return Err(Error::ZeroThreads);
+        }
+        let job = &*self;
+        let numel = job.plan.numel();
+        // Where part `i` starts: numel * i / n, exactly.
+        let cut = move |i: usize| (numel as u128 * i as u128 / n as u128) as usize;
+        Ok((0..n).map(move |i| JobPart {
+            job,
+            range: cut(i)..cut(i + 1),
+        }))
+    }
+}
+
+/// A contiguous range of a job's logical elements that no other part shares, made by
+/// [`Job::as_part`], [`Job::split_at`] or [`Job::parts`]: runnable on its own thread
+/// while the other parts run on theirs.
+#[derive(Debug)]
+pub struct JobPart<'j, 'a> {
+    job: &'j Job<'a>,
+    range: Range<usize>,
+}
+
+impl<'j, 'a> JobPart<'j, 'a> {
+    /// Its logical elements.
+    pub fn range(&self) -> Range<usize> {
+        self.range.clone()
+    }
+
+    /// Splits this part at logical element `mid` (an index of the job, inside
+    /// `range().start..=range().end`) into `start..mid` and `mid..end`.
+    ///
+    /// # Errors
+    /// [`Error::SplitOutside`] when `mid` is outside the part.
+    pub fn split_at(self, mid: usize) -> Result<(Self, Self)> {
+        let Range { start, end } = self.range;
+        if !(start..=end).contains(&mid) {
+            return Err(Error::SplitOutside {
+                at: mid,
+                start,
+                end,
+            });
+        }
+        let head = JobPart {
+            job: self.job,
+            range: start..mid,
+        };
+        let tail = JobPart {
+            job: self.job,
+            range: mid..end,
+        };
+        Ok((head, tail))
+    }
+
+    /// Runs `kernel` over this part's elements (bit-identical to the same range of
+    /// [`Job::run`]).
+    ///
+    /// # Errors
+    /// The kernel's refusal ([`Error::BackendUnavailable`]).
+    pub fn run(&mut self, kernel: &dyn Kernel) -> Result<()> {
+        kernel.supports(self.job.plan)?;
+        if !self.range.is_empty() {
+            // SAFETY: the range is inside the plan (parts only shrink the whole
+            // job's), `supports` said yes, and no other part of this job shares an
+            // element: parts come from splitting one mutably borrowed job. Disjoint
+            // logical elements are disjoint dst bytes, as the plan rejected
+            // self-overlapping dst views.
+            unsafe { kernel.run(self.job, self.range.clone()) };
         }
         Ok(())
     }
@@ -317,6 +449,79 @@ fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{DynamicDequantize, Reference, Tensor};
+
+    /// Binds `n` s8 elements (0, 1, ..) with scale 0.5 to an f32 dst and calls `f`.
+    fn with_job<R>(n: usize, f: impl FnOnce(&mut Job<'_>) -> R) -> (R, Vec<f32>) {
+        let q: Vec<i8> = (0..n).map(|i| i as i8).collect();
+        let src = Tensor::from_slice(&q, &[n]);
+        let scales = Tensor::from_slice(&[0.5f32], &[1]);
+        let mut out = vec![-1.0f32; n];
+        let mut dst = TensorMut::from_slice(&mut out, &[n]);
+        let op = DynamicDequantize::per_tensor().into();
+        let plan = Plan::new(&op, &src.desc, Some(&scales.desc), None, &dst.desc).unwrap();
+        let r = f(&mut plan.bind(&src, Some(&scales), None, &mut dst).unwrap());
+        (r, out)
+    }
+
+    #[test]
+    fn parts_cover_everything_once_evenly() {
+        for n in [0, 1, 5, 64, 1000] {
+            for k in [1, 2, 3, 7, 1000] {
+                let (ranges, _) = with_job(n, |job| {
+                    let parts = job.parts(k).unwrap();
+                    assert_eq!(parts.len(), k);
+                    parts.map(|p| p.range()).collect::<Vec<_>>()
+                });
+                let mut next = 0;
+                for r in &ranges {
+                    assert_eq!(r.start, next);
+                    assert!(r.len() == n / k || r.len() == n / k + 1, "{n} {k} {r:?}");
+                    next = r.end;
+                }
+                assert_eq!(next, n);
+            }
+        }
+        let ((), _) = with_job(3, |job| {
+            assert_eq!(job.parts(0).err(), Some(Error::ZeroThreads));
+            // Lazy: a huge count makes no parts up front.
+            let mut parts = job.parts(usize::MAX).unwrap();
+            assert_eq!(parts.len(), usize::MAX);
+            assert_eq!(parts.next().unwrap().range(), 0..0);
+        });
+    }
+
+    #[test]
+    fn split_at_checks_the_part() {
+        let outside = |at, start, end| Some(Error::SplitOutside { at, start, end });
+        let ((), _) = with_job(10, |job| {
+            assert_eq!(job.split_at(11).err(), outside(11, 0, 10));
+            let (a, b) = job.split_at(4).unwrap();
+            assert_eq!((a.range(), b.range()), (0..4, 4..10));
+            // Inside the job but outside the part: its neighbour's elements.
+            assert_eq!(a.split_at(5).err(), outside(5, 0, 4));
+            assert_eq!(b.split_at(3).err(), outside(3, 4, 10));
+            let (b1, b2) = job.split_at(4).unwrap().1.split_at(10).unwrap();
+            assert_eq!((b1.range(), b2.range()), (4..10, 10..10));
+        });
+    }
+
+    #[test]
+    fn parts_run_on_threads_like_the_whole_job() {
+        let r = Reference::default();
+        let (_, whole) = with_job(100, |job| job.run(&r).unwrap());
+        assert_eq!(whole[3], 1.5);
+        let (_, parts) = with_job(100, |job| {
+            let (head, rest) = job.split_at(37).unwrap();
+            let (mid, tail) = rest.split_at(38).unwrap();
+            std::thread::scope(|s| {
+                for mut p in [head, mid, tail] {
+                    s.spawn(move || p.run(&r).unwrap());
+                }
+            });
+        });
+        assert_eq!(whole, parts);
+    }
 
     #[test]
     fn split_covers_everything_once() {

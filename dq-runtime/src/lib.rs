@@ -34,7 +34,7 @@ pub mod tensor;
 pub use backend::{Backend, Backends};
 pub use dtype::DType;
 pub use error::{Error, Result, Role};
-pub use exec::{Job, Kernel, KernelStats};
+pub use exec::{Job, JobPart, Kernel, KernelStats};
 pub use formula::{FormulaIr, Node, STANDARD};
 pub use kernels::GeneratedKernel;
 pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};

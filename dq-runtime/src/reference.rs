@@ -3,6 +3,7 @@
 
 use core::ops::Range;
 
+use crate::backend::Backend;
 use crate::convert::{store_f32, store_f64};
 use crate::dtype::{DType, load_f32, load_float, load_int};
 use crate::error::Result;
@@ -24,15 +25,20 @@ impl Default for Reference {
 }
 
 impl Kernel for Reference {
-    fn name(&self) -> &'static str {
-        "reference"
+    fn backend(&self) -> Backend {
+        Backend::Reference
     }
 
     fn supports(&self, _plan: &Plan) -> Result<()> {
         Ok(())
     }
 
-    fn run(&self, job: &Job<'_>, range: Range<usize>) {
+    /// Never: the reference is the fallback, not a choice for speed.
+    fn pays(&self, _plan: &Plan) -> bool {
+        false
+    }
+
+    unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
         let plan = job.plan();
         let shape = &plan.src().shape;
         let (src_t, dst_t) = (plan.src().dtype, plan.dst().dtype);

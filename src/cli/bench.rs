@@ -95,8 +95,11 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let mut kernels: Vec<(String, &dyn Kernel)> = Vec::new();
     let mut jit_compile_us = None;
     for choice in choices {
-        // `select` runs `supports`, which is where the JIT compiles: count from here.
-        let before = backends.jit.and_then(|k| k.stats());
+        // `select` runs `supports`, which is where a compiling backend (the JIT)
+        // compiles: count from here.
+        let before: Vec<_> = (backends.kernels().iter())
+            .map(|k| (k.backend(), k.stats()))
+            .collect();
         let kernel = match backends.select(choice, &plan) {
             Ok(k) => k,
             Err(e) if explicit => return Err(e.into()),
@@ -107,9 +110,10 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
                 continue;
             }
         };
-        if choice == Backend::Jit || kernel.name() == "jit" {
-            jit_compile_us = jit_compile_us.or_else(|| compile_us(kernel, before));
-        }
+        let before = (before.iter())
+            .find(|(b, _)| *b == kernel.backend())
+            .and_then(|&(_, s)| s);
+        jit_compile_us = jit_compile_us.or_else(|| compile_us(kernel, before));
         let name = match choice {
             Backend::Auto => kernel.name().to_string(),
             c => c.name().to_string(),
@@ -133,7 +137,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let mut copy_dst = vec![0u8; dst_bytes];
     let threads = a.case.threads;
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
-    for (job, (_, kernel)) in jobs.iter().zip(&kernels) {
+    for (job, (_, kernel)) in jobs.iter_mut().zip(&kernels) {
         calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
     }
     calls.push(Box::new(|| {
@@ -181,7 +185,8 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The JIT's compile time since `before`, in microseconds.
+/// A compiling backend's (the JIT's) compile time since `before`, in microseconds;
+/// `None` for a backend that does not compile.
 fn compile_us(kernel: &dyn Kernel, before: Option<dq::KernelStats>) -> Option<f64> {
     let after = kernel.stats()?;
     let before = before.unwrap_or_default();

@@ -95,7 +95,7 @@ pub fn demo(a: &DemoArgs) -> Result<ExitCode, CliError> {
                 desc: dst.clone(),
                 data: &mut out,
             };
-            let job = plan.bind(&srct, Some(&st), zt.as_ref(), &mut d)?;
+            let mut job = plan.bind(&srct, Some(&st), zt.as_ref(), &mut d)?;
             let start = Instant::now();
             job.run_parallel(k, threads)?;
             let secs = start.elapsed().as_secs_f64();

@@ -121,11 +121,10 @@ fn config(a: &ModelArgs) -> Result<ModelConfig, CliError> {
 fn default_backends() -> Vec<Backend> {
     let b = dq::backends();
     let mut v = Vec::new();
-    if b.jit.is_some() {
-        v.push(Backend::Jit);
-    }
-    if b.generated.is_some() {
-        v.push(Backend::Generated);
+    for backend in [Backend::Jit, Backend::Generated] {
+        if b.get(backend).is_some() {
+            v.push(backend);
+        }
     }
     if v.is_empty() {
         v.push(Backend::Auto);
@@ -170,7 +169,7 @@ fn print_table(cfg: &ModelConfig, r: &ModelReport) {
         "backend", "compiled", "reused", "compile ms", "dequant s", "GB/s"
     );
     for b in &r.backends {
-        let jit = b.backend == "jit";
+        let jit = b.compiles;
         let cell = |v: u64| if jit { v.to_string() } else { "-".into() };
         let ms = if jit {
             format!("{:.2}", b.compile_ms)

@@ -488,7 +488,7 @@ impl Case {
     }
 
     /// Binds the case's buffers (dst starts as the sentinel bytes) and calls `f`.
-    pub fn with_job<R>(&self, plan: &Plan, f: impl FnOnce(&dq::Job<'_>) -> R) -> (R, Vec<u8>) {
+    pub fn with_job<R>(&self, plan: &Plan, f: impl FnOnce(&mut dq::Job<'_>) -> R) -> (R, Vec<u8>) {
         let mut out = self.dst.1.clone();
         let src = Tensor {
             desc: self.src.0.clone(),
@@ -507,10 +507,10 @@ impl Case {
             data: &mut out,
         };
         let r = {
-            let job = plan
+            let mut job = plan
                 .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
                 .unwrap_or_else(|e| panic!("generated buffers must bind: {e}"));
-            f(&job)
+            f(&mut job)
         };
         (r, out)
     }
@@ -521,13 +521,23 @@ impl Case {
         self.with_job(&plan, |j| j.run(kernel).expect("run")).1
     }
 
-    /// Runs `kernel` over `ranges`, each on its own thread at the same time.
+    /// Runs `kernel` over `ranges` (contiguous, in order, covering `0..numel`), each
+    /// a part of the job (`JobPart`) on its own thread at the same time.
     pub fn run_split(&self, kernel: &dyn Kernel, ranges: &[Range<usize>]) -> Vec<u8> {
         let plan = self.plan();
         self.with_job(&plan, |job| {
+            let mut rest = job.as_part();
+            let mut parts = Vec::new();
+            for r in ranges {
+                let (part, tail) = rest.split_at(r.end).expect("cut inside the job");
+                assert_eq!(part.range(), *r, "ranges must be contiguous and in order");
+                parts.push(part);
+                rest = tail;
+            }
+            assert!(rest.range().is_empty(), "ranges must cover the job");
             std::thread::scope(|s| {
-                for r in ranges {
-                    s.spawn(move || job.run_range(kernel, r.clone()).expect("run_range"));
+                for mut part in parts {
+                    s.spawn(move || part.run(kernel).expect("JobPart::run"));
                 }
             })
         })

@@ -44,8 +44,9 @@ pub fn backend_variants() -> Vec<Variant> {
         .get_or_init(|| {
             let b = dq::backends();
             let mut v = Vec::new();
-            for (name, k) in [("generated", b.generated), ("jit", b.jit)] {
-                match k {
+            for backend in [dq::Backend::Generated, dq::Backend::Jit] {
+                let name = backend.name();
+                match b.get(backend) {
                     Some(kernel) => v.push(Variant { name, kernel }),
                     None => note_once(name),
                 }

@@ -10,6 +10,7 @@
 use core::ops::Range;
 
 use crate::arch::{self, Isa};
+use crate::backend::Backend;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::{Job, Kernel};
@@ -157,8 +158,8 @@ impl GeneratedKernel {
 }
 
 impl Kernel for GeneratedKernel {
-    fn name(&self) -> &'static str {
-        "generated"
+    fn backend(&self) -> Backend {
+        Backend::Generated
     }
 
     fn supports(&self, plan: &Plan) -> Result<()> {
@@ -178,13 +179,13 @@ impl Kernel for GeneratedKernel {
         }
     }
 
-    fn run(&self, job: &Job<'_>, range: Range<usize>) {
+    unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
         if let Some(e) = self.entry(job.plan()) {
             let isa = self.isa();
             // SAFETY: `isa` is available on this CPU (`with_isa` checked it, or
             // `arch::selected` never exceeds the hardware); a vector function is
             // chosen only for jobs it applies to (`func`); `range` is inside
-            // `0..numel` (Kernel::run contract).
+            // `0..numel` and no concurrent call writes it (this fn's contract).
             unsafe { (e.func(isa, job))(job, range) }
         }
     }

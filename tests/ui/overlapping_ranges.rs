@@ -1,0 +1,19 @@
+// Two threads running overlapping ranges of one job through a shared `&Job`: a data
+// race, rejected because `run_range` needs `&mut Job` (parts are the safe way).
+use dq::{DynamicDequantize, Plan, Reference, Tensor, TensorMut};
+
+fn main() {
+    let src = Tensor::from_slice(&[1i8, 2, 3, 4], &[4]);
+    let scales = Tensor::from_slice(&[0.5f32], &[1]);
+    let mut out = [0f32; 4];
+    let mut dst = TensorMut::from_slice(&mut out, &[4]);
+    let op = DynamicDequantize::per_tensor().into();
+    let plan = Plan::new(&op, &src.desc, Some(&scales.desc), None, &dst.desc).unwrap();
+    let job = plan.bind(&src, Some(&scales), None, &mut dst).unwrap();
+    let kernel = Reference::default();
+    std::thread::scope(|s| {
+        let (job, kernel) = (&job, &kernel);
+        s.spawn(move || job.run_range(kernel, 0..3));
+        s.spawn(move || job.run_range(kernel, 1..4));
+    });
+}
