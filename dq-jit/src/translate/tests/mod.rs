@@ -257,7 +257,7 @@ impl Data {
         &self,
         c: &Case,
         plan: &Plan,
-        run: impl FnOnce(&dq_runtime::Job<'_>) -> dq_runtime::Result<()>,
+        run: impl FnOnce(&mut dq_runtime::Job<'_>) -> dq_runtime::Result<()>,
     ) -> Vec<u8> {
         let bytes = c.dst.dtype.bytes_for(span(&c.dst)).expect("small");
         let mut out = vec![0xa5u8; bytes];
@@ -273,10 +273,10 @@ impl Data {
             .map(|d| Tensor::from_bytes(d.dtype, &d.shape, &self.zps));
         let mut dst = TensorMut::from_bytes(c.dst.dtype, &c.dst.shape, &mut out)
             .with_strides(&c.dst.strides_or_dense());
-        let job = plan
+        let mut job = plan
             .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
             .unwrap_or_else(|e| panic!("{c:?}: {e}"));
-        run(&job).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        run(&mut job).unwrap_or_else(|e| panic!("{c:?}: {e}"));
         out
     }
 }
