@@ -9,7 +9,7 @@ use super::lanes::{ExactInt, Formula, Scalar};
 use crate::arch::{self, Simd};
 use crate::dtype::{DType, load_int, nibble, s4_value};
 use crate::exec::Job;
-use crate::plan::Loop;
+use crate::lowering::Loop;
 
 /// Raw views of a job's buffers. Offsets computed from the plan's loops stay
 /// inside them: `Plan::bind` checked every buffer against its view.
