@@ -28,6 +28,7 @@ pub mod kernels;
 pub mod lowering;
 pub mod op;
 pub mod plan;
+pub mod policy;
 pub mod reference;
 pub mod tensor;
 
@@ -37,8 +38,8 @@ pub use error::{Error, Result, Role};
 pub use exec::{Job, Kernel, KernelStats};
 pub use formula::{FormulaFacts, FormulaIr, Node, STANDARD};
 pub use kernels::GeneratedKernel;
-pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
 pub use lowering::{Loop, Lowering};
+pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
 pub use plan::Plan;
 pub use reference::Reference;
 pub use tensor::{Element, Tensor, TensorDesc, TensorMut};
