@@ -2,12 +2,14 @@
 //!
 //! Metric: GB/s = (src bytes + dst bytes) / median time, one thread. `memcpy` copies
 //! a buffer of the dst's size (read + write counted) in the same run as the yardstick.
-//! `jit` runs with the default streaming choice (`dq_jit::STREAM_BY_DEFAULT`); the
-//! other variant (`jit_stream` or `jit_plain`) flips it: non-temporal block copies
-//! of large dense outputs against ordinary stores. `generated` appears when the build has the generated backend.
+//! `jit` runs with the process's store strategy for large outputs
+//! (`dq::policy::large_store`); the other variant (`jit_stream`, or `jit_plain` when
+//! that strategy is non-temporal) flips it: non-temporal block copies of large dense
+//! outputs against ordinary stores. `generated` appears when the build has the generated backend.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dq::dq_jit;
+use dq::policy::{self, StoreStrategy};
 use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, Tensor, TensorDesc, TensorMut};
 
 struct Work {
@@ -129,14 +131,15 @@ fn bench(c: &mut Criterion) {
             job.run(k).unwrap();
             g.bench_function(name, |b| b.iter(|| job.run(k).unwrap()));
             if k.backend() == dq::Backend::Jit && n > 1 << 20 {
-                jit.set_streaming(!dq_jit::STREAM_BY_DEFAULT);
-                let other = if dq_jit::STREAM_BY_DEFAULT {
-                    "jit_plain"
+                let default = policy::large_store();
+                let (other, label) = if default == StoreStrategy::NonTemporal {
+                    (StoreStrategy::Plain, "jit_plain")
                 } else {
-                    "jit_stream"
+                    (StoreStrategy::NonTemporal, "jit_stream")
                 };
-                g.bench_function(other, |b| b.iter(|| job.run(k).unwrap()));
-                jit.set_streaming(dq_jit::STREAM_BY_DEFAULT);
+                policy::set_large_store(other);
+                g.bench_function(label, |b| b.iter(|| job.run(k).unwrap()));
+                policy::set_large_store(default);
             }
         }
         g.finish();

@@ -8,6 +8,7 @@ use std::ops::Range;
 
 use dq::arch::Isa;
 use dq::kernels::Entry;
+use dq::policy::{self, StoreStrategy};
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, GeneratedKernel, Kernel, Op, Plan,
     Reference, Tensor, TensorDesc, TensorMut,
@@ -572,9 +573,9 @@ fn four_bit_constant_runs_by_table() {
     }
 }
 
-/// Large outputs: bigger than half the last-level cache, with streaming on (the
-/// tile-and-stream path: tiles ending mid-run, unaligned row starts, random ranges
-/// starting anywhere) and off.
+/// Large outputs: bigger than half the last-level cache, under every store
+/// strategy: non-temporal (the tile-and-stream path: tiles ending mid-run,
+/// unaligned row starts, random ranges starting anywhere), prefetching and plain.
 #[test]
 fn large_outputs_take_the_streaming_path() {
     let ks = kernels();
@@ -597,9 +598,9 @@ fn large_outputs_take_the_streaming_path() {
             Gran::Group(vec![1, 33]),
         ),
     ];
-    for streaming in [true, false] {
-        dq::arch::set_streaming(streaming);
-        assert_eq!(dq::arch::streaming(), streaming);
+    for store in StoreStrategy::ALL {
+        policy::set_large_store(store);
+        assert_eq!(policy::large_store(), store);
         for (s, z, d, gran) in big.clone() {
             let cols = 4099;
             let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
@@ -616,6 +617,7 @@ fn large_outputs_take_the_streaming_path() {
             .run(&mut rng, &ks);
         }
     }
+    policy::set_large_store(StoreStrategy::DEFAULT);
 }
 
 #[test]

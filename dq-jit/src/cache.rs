@@ -1,13 +1,15 @@
-//! The kernel cache: keyed by [`Spec`], one compile per key even when threads race,
-//! bounded with least-recently-used eviction, reference-counted entries.
+//! The kernel cache of one formula: keyed by the plan's [`Lowering`], one compile
+//! per key even when threads race, bounded with least-recently-used eviction,
+//! reference-counted entries.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use dq_runtime::{FormulaIr, KernelStats, Plan};
+use dq_runtime::{FormulaFacts, FormulaIr, KernelStats, Lowering, Plan};
 
 use crate::compile::{Compiled, compile};
+use crate::error::JitError;
 use crate::spec::Spec;
 
 /// A compiled kernel shared by the cache and its users; its code stays valid while
@@ -24,7 +26,7 @@ pub struct CompiledKernel {
 /// One cache slot: filled once, by whichever thread gets there first.
 struct Slot {
     spec: Spec,
-    kernel: OnceLock<Result<Kernel, String>>,
+    kernel: OnceLock<Result<Kernel, JitError>>,
     last_used: AtomicU64,
 }
 
@@ -36,9 +38,11 @@ struct Counters {
     code_bytes: AtomicU64,
 }
 
-/// A bounded, thread-safe map from specs to compiled kernels.
+/// A bounded, thread-safe map from lowerings to kernels compiled for one formula.
 pub struct Cache {
-    map: Mutex<HashMap<u64, Vec<Arc<Slot>>>>,
+    formula: &'static FormulaIr,
+    facts: FormulaFacts,
+    map: Mutex<HashMap<Lowering, Arc<Slot>>>,
     capacity: usize,
     tick: AtomicU64,
     counters: Arc<Counters>,
@@ -48,9 +52,16 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// An empty cache holding at most `capacity` kernels (at least 1).
-    pub fn new(capacity: usize, verify: bool, f16_convert: bool) -> Cache {
+    /// An empty cache for `formula` holding at most `capacity` kernels (at least 1).
+    pub fn new(
+        formula: &'static FormulaIr,
+        capacity: usize,
+        verify: bool,
+        f16_convert: bool,
+    ) -> Cache {
         Cache {
+            formula,
+            facts: formula.facts(),
             map: Mutex::default(),
             capacity: capacity.max(1),
             tick: AtomicU64::new(0),
@@ -65,45 +76,43 @@ impl Cache {
         self.capacity
     }
 
-    /// Whether kernels may use [`Spec::f16_blocks`].
-    pub fn f16_convert(&self) -> bool {
-        self.f16_convert
+    /// The spec of `plan` (not compiled).
+    ///
+    /// # Errors
+    /// As [`Spec::new`].
+    pub fn spec(&self, plan: &Plan) -> Result<Spec, JitError> {
+        Spec::new(self.formula, self.facts, plan.lowering(), self.f16_convert)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<Arc<Slot>>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Lowering, Arc<Slot>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// True when the kernel for `plan` is compiled and cached.
-    pub fn contains(&self, formula: &FormulaIr, plan: &Plan) -> bool {
-        let h = Spec::hash_of(formula, plan);
-        self.lock().get(&h).is_some_and(|v| {
-            v.iter()
-                .any(|s| s.spec.matches(formula, plan) && matches!(s.kernel.get(), Some(Ok(_))))
-        })
+    pub fn contains(&self, plan: &Plan) -> bool {
+        self.lock()
+            .get(plan.lowering())
+            .is_some_and(|s| matches!(s.kernel.get(), Some(Ok(_))))
     }
 
     /// The kernel for `plan`, compiling it on a miss.
     ///
     /// # Errors
-    /// The compile failure's reason (cached too, so it is not retried).
-    pub fn get(&self, formula: &FormulaIr, plan: &Plan) -> Result<Kernel, String> {
-        let h = Spec::hash_of(formula, plan);
+    /// Why `plan` has no spec, or why its compile failed (cached too, so it is not
+    /// retried).
+    pub fn get(&self, plan: &Plan) -> Result<Kernel, JitError> {
         let now = self.tick.fetch_add(1, Relaxed);
         let slot = {
             let mut map = self.lock();
-            let found = map
-                .get(&h)
-                .and_then(|v| v.iter().find(|s| s.spec.matches(formula, plan)).cloned());
-            match found {
-                Some(s) => s,
+            match map.get(plan.lowering()) {
+                Some(s) => s.clone(),
                 None => {
                     let s = Arc::new(Slot {
-                        spec: Spec::of(formula, plan, self.f16_convert),
+                        spec: self.spec(plan)?,
                         kernel: OnceLock::new(),
                         last_used: AtomicU64::new(now),
                     });
-                    map.entry(h).or_default().push(s.clone());
+                    map.insert(plan.lowering().clone(), s.clone());
                     self.evict(&mut map, &s);
                     s
                 }
@@ -121,7 +130,7 @@ impl Cache {
         k.clone()
     }
 
-    fn compile(&self, spec: &Spec) -> Result<Kernel, String> {
+    fn compile(&self, spec: &Spec) -> Result<Kernel, JitError> {
         let mut code = compile(spec, self.verify)?;
         let c = &self.counters;
         c.compiled.fetch_add(1, Relaxed);
@@ -139,23 +148,15 @@ impl Cache {
 
     /// Drops least recently used slots (never `keep`) until within capacity. A
     /// kernel still in use elsewhere lives on until its last `Arc` is dropped.
-    fn evict(&self, map: &mut HashMap<u64, Vec<Arc<Slot>>>, keep: &Arc<Slot>) {
-        let mut n: usize = map.values().map(Vec::len).sum();
-        while n > self.capacity {
+    fn evict(&self, map: &mut HashMap<Lowering, Arc<Slot>>, keep: &Arc<Slot>) {
+        while map.len() > self.capacity {
             let victim = map
                 .iter()
-                .flat_map(|(h, v)| v.iter().map(move |s| (*h, s)))
                 .filter(|(_, s)| !Arc::ptr_eq(s, keep))
                 .min_by_key(|(_, s)| s.last_used.load(Relaxed))
-                .map(|(h, s)| (h, s.clone()));
-            let Some((h, s)) = victim else { break };
-            if let Some(v) = map.get_mut(&h) {
-                v.retain(|x| !Arc::ptr_eq(x, &s));
-                if v.is_empty() {
-                    map.remove(&h);
-                }
-            }
-            n -= 1;
+                .map(|(k, _)| k.clone());
+            let Some(k) = victim else { break };
+            map.remove(&k);
         }
     }
 
@@ -172,7 +173,7 @@ impl Cache {
             reused: c.reused.load(Relaxed),
             compile_ns: c.compile_ns.load(Relaxed),
             code_bytes: c.code_bytes.load(Relaxed),
-            cached: self.lock().values().map(Vec::len).sum::<usize>() as u64,
+            cached: self.lock().len() as u64,
         }
     }
 }

@@ -15,6 +15,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
 
+use crate::error::{JitError, Stage};
 use crate::spec::{Spec, analyse};
 use crate::translate::{Lut, Translator};
 
@@ -31,9 +32,9 @@ pub type KernelFn = unsafe extern "C" fn(
 /// The host ISA, detected once.
 ///
 /// # Errors
-/// A reason when Cranelift does not support the host.
-pub fn host_isa() -> Result<OwnedTargetIsa, String> {
-    static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+/// [`JitError::UnsupportedHost`] when Cranelift does not support the host.
+pub fn host_isa() -> Result<OwnedTargetIsa, JitError> {
+    static ISA: OnceLock<Result<OwnedTargetIsa, JitError>> = OnceLock::new();
     ISA.get_or_init(|| {
         let mut flags = settings::builder();
         for (k, v) in [
@@ -46,11 +47,12 @@ pub fn host_isa() -> Result<OwnedTargetIsa, String> {
             ("use_colocated_libcalls", "false"),
             ("is_pic", "false"),
         ] {
-            flags.set(k, v).map_err(|e| e.to_string())?;
+            flags.set(k, v).map_err(|e| codegen(Stage::Settings, e))?;
         }
-        let isa = cranelift_native::builder().map_err(|e| e.to_string())?;
+        let isa =
+            cranelift_native::builder().map_err(|reason| JitError::UnsupportedHost { reason })?;
         isa.finish(settings::Flags::new(flags))
-            .map_err(|e| e.to_string())
+            .map_err(|e| codegen(Stage::Isa, e))
     })
     .clone()
 }
@@ -90,16 +92,21 @@ fn lut_of(isa: &OwnedTargetIsa) -> Lut {
     }
 }
 
+/// A Cranelift failure at `stage`.
+fn codegen(stage: Stage, e: impl core::fmt::Display) -> JitError {
+    JitError::Codegen {
+        stage,
+        message: e.to_string(),
+    }
+}
+
 /// Builds the IR of `spec` (not compiled).
 ///
 /// # Errors
-/// A reason when the formula is malformed or needs unsupported integer widths.
-pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, String> {
-    if spec.loops.is_empty() {
-        return Err("a plan with no elements needs no kernel".into());
-    }
+/// [`JitError::Not64Bit`] on a 32-bit target, or [`analyse`]'s refusal of the formula.
+pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, JitError> {
     if isa.pointer_type() != types::I64 {
-        return Err("the JIT needs a 64-bit target".into());
+        return Err(JitError::Not64Bit);
     }
     let an = analyse(spec)?;
     let mut func = Function::with_name_signature(UserFuncName::default(), signature(isa));
@@ -152,18 +159,20 @@ unsafe impl Sync for Compiled {}
 /// Compiles `spec`; `verify` runs the Cranelift verifier on the IR first.
 ///
 /// # Errors
-/// A reason string (the IR was refused, or Cranelift failed).
-pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, String> {
+/// The IR was refused ([`build_ir`], the verifier), or Cranelift failed.
+pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, JitError> {
     let t0 = Instant::now();
     let isa = host_isa()?;
     let func = build_ir(spec, &isa)?;
     if verify {
-        verify_function(&func, &*isa).map_err(|e| format!("verifier: {e}"))?;
+        verify_function(&func, &*isa).map_err(|e| JitError::Verifier {
+            message: e.to_string(),
+        })?;
     }
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
     let id = module
         .declare_function("dq_kernel", Linkage::Local, &func.signature)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| codegen(Stage::Declare, e))?;
     let disasm = std::env::var_os("DQ_JIT_DISASM").is_some();
     // The thread's codegen context is reused: its allocations (register
     // allocator state above all) survive from one compile to the next.
@@ -173,14 +182,16 @@ pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, String> {
         ctx.set_disasm(disasm);
         module
             .define_function(id, ctx)
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(|e| codegen(Stage::Define, format_args!("{e:?}")))?;
         let code = ctx.compiled_code();
         if let Some(v) = code.and_then(|c| c.vcode.as_ref()) {
             eprintln!("{v}");
         }
-        Ok::<_, String>(code.map_or(0, |c| c.code_info().total_size as usize))
+        Ok::<_, JitError>(code.map_or(0, |c| c.code_info().total_size as usize))
     })?;
-    module.finalize_definitions().map_err(|e| e.to_string())?;
+    module
+        .finalize_definitions()
+        .map_err(|e| codegen(Stage::Finalize, e))?;
     let ptr = module.get_finalized_function(id);
     // SAFETY: `ptr` is the finalized entry of a function with exactly the
     // `KernelFn` signature (see `signature`), kept alive by `module` below.

@@ -22,6 +22,7 @@
 
 mod cache;
 mod compile;
+mod error;
 mod spec;
 mod stream;
 mod translate;
@@ -29,27 +30,26 @@ mod translate;
 use core::ops::Range;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-use dq_runtime::{Backend, Error, FormulaIr, Job, KernelStats, Plan, Reference, Result, STANDARD};
+use dq_runtime::policy::{self, StoreStrategy};
+use dq_runtime::{
+    Backend, Error, FormulaIr, Job, KernelStats, Plan, Reference, Result, STANDARD, arch,
+};
 
 pub use cache::{CompiledKernel, Kernel};
 pub use compile::KernelFn;
+pub use error::{FormulaProblem, JitError, Stage};
 pub use spec::Spec;
 
 /// Kernels a JIT keeps before evicting the least recently used one.
 pub const DEFAULT_CAPACITY: usize = 256;
 
-/// Whether a new [`Jit`] streams large outputs. Off: on the reference machine
-/// (a KVM guest) ordinary stores, read-for-ownership included, measured 1.3-1.7x
-/// faster than non-temporal ones, for the JIT's block copy and the generated
-/// backend's direct streaming stores alike (see `benches/jit.rs`, `jit_stream`).
-pub const STREAM_BY_DEFAULT: bool = false;
-
 /// Ranges writing at least this many dst bytes stream their output with
-/// non-temporal stores, when the plan's whole output is larger than half the
-/// last-level cache (as the generated backend decides) and dst is dense.
+/// non-temporal stores when the plan's store strategy
+/// ([`policy::store_for`]) is [`StoreStrategy::NonTemporal`] and dst is dense.
+/// The JIT has no prefetching stores: under the other strategies it stores
+/// directly.
 pub const STREAM_MIN_BYTES: usize = 1 << 16;
 
 /// Work (elements) above which a one-off compile is worth it next to the compiled-in
@@ -60,14 +60,6 @@ pub const PAYS_ELEMENTS: usize = 1 << 22;
 pub struct Jit {
     formula: &'static FormulaIr,
     cache: cache::Cache,
-    stream: AtomicBool,
-}
-
-fn unavailable(reason: String) -> Error {
-    Error::BackendUnavailable {
-        backend: "jit",
-        reason,
-    }
 }
 
 impl Jit {
@@ -77,8 +69,7 @@ impl Jit {
     pub fn new(formula: &'static FormulaIr, capacity: usize) -> Jit {
         Jit {
             formula,
-            cache: cache::Cache::new(capacity, cfg!(debug_assertions), true),
-            stream: AtomicBool::new(STREAM_BY_DEFAULT),
+            cache: cache::Cache::new(formula, capacity, cfg!(debug_assertions), true),
         }
     }
 
@@ -88,7 +79,12 @@ impl Jit {
     /// hosts with F16C). Both give the same bits.
     pub fn with_f16_conversion(self, on: bool) -> Jit {
         Jit {
-            cache: cache::Cache::new(self.cache.capacity(), cfg!(debug_assertions), on),
+            cache: cache::Cache::new(
+                self.formula,
+                self.cache.capacity(),
+                cfg!(debug_assertions),
+                on,
+            ),
             ..self
         }
     }
@@ -101,20 +97,15 @@ impl Jit {
     /// The kernel for `plan`, from the cache or freshly compiled.
     ///
     /// # Errors
-    /// [`Error::BackendUnavailable`] when the plan has no elements, the formula is
-    /// malformed, or Cranelift fails.
+    /// [`Error::BackendUnavailable`] with the [`JitError`]'s text when the plan has
+    /// no elements, the formula is malformed, or Cranelift fails.
     pub fn kernel(&self, plan: &Plan) -> Result<Kernel> {
-        if plan.numel() == 0 {
-            return Err(unavailable(
-                "a plan with no elements needs no kernel".into(),
-            ));
-        }
-        self.cache.get(self.formula, plan).map_err(unavailable)
+        Ok(self.cache.get(plan)?)
     }
 
     /// True when the kernel for `plan` is already compiled.
     pub fn is_cached(&self, plan: &Plan) -> bool {
-        self.cache.contains(self.formula, plan)
+        self.cache.contains(plan)
     }
 
     /// True when running `plan` here pays next to compiled-in kernels: the kernel is
@@ -128,12 +119,6 @@ impl Jit {
         self.cache.clear();
     }
 
-    /// Turns non-temporal streaming of large dense outputs on or off (default
-    /// [`STREAM_BY_DEFAULT`]).
-    pub fn set_streaming(&self, on: bool) {
-        self.stream.store(on, Relaxed);
-    }
-
     /// The CLIF text of the function compiled for `plan` (for review and tests).
     ///
     /// # Errors
@@ -145,23 +130,21 @@ impl Jit {
     /// Runs the Cranelift verifier on the IR built for `plan`.
     ///
     /// # Errors
-    /// [`Error::BackendUnavailable`] with the verifier's message.
+    /// [`Error::BackendUnavailable`] with the verifier's message
+    /// ([`JitError::Verifier`]), or as [`kernel`](Self::kernel).
     pub fn verify(&self, plan: &Plan) -> Result<()> {
-        let isa = compile::host_isa().map_err(unavailable)?;
+        let isa = compile::host_isa()?;
         let f = self.ir(plan)?;
-        cranelift_codegen::verify_function(&f, &*isa)
-            .map_err(|e| unavailable(format!("verifier: {e}")))
+        cranelift_codegen::verify_function(&f, &*isa).map_err(|e| {
+            Error::from(JitError::Verifier {
+                message: e.to_string(),
+            })
+        })
     }
 
     fn ir(&self, plan: &Plan) -> Result<cranelift_codegen::ir::Function> {
-        if plan.numel() == 0 {
-            return Err(unavailable(
-                "a plan with no elements needs no kernel".into(),
-            ));
-        }
-        let isa = compile::host_isa().map_err(unavailable)?;
-        let spec = Spec::of(self.formula, plan, self.cache.f16_convert());
-        compile::build_ir(&spec, &isa).map_err(unavailable)
+        let isa = compile::host_isa()?;
+        Ok(compile::build_ir(&self.cache.spec(plan)?, &isa)?)
     }
 }
 
@@ -202,10 +185,9 @@ impl dq_runtime::Kernel for Jit {
         if range.is_empty() {
             return;
         }
-        let stream = self.stream.load(Relaxed);
         let done = self
             .kernel(job.plan())
-            .and_then(|k| k.run_with(job, range.clone(), stream));
+            .and_then(|k| k.run_with(job, range.clone()));
         if done.is_err() {
             // Only reachable if a kernel evicted after `supports` fails to recompile:
             // the reference computes the same bits.
@@ -234,28 +216,34 @@ impl CompiledKernel {
         self.code.func
     }
 
-    /// Computes the dst elements of `job` whose logical index is in `range`
-    /// (`&mut`: nothing else runs the job meanwhile).
+    /// Computes the dst elements of `job` whose logical index is in `range`,
+    /// storing as [`streams`](Self::streams) says (`&mut`: nothing else runs the job
+    /// meanwhile).
     ///
     /// # Errors
-    /// [`Error::BackendUnavailable`] when `job`'s plan is not the one compiled, or
-    /// [`Error::BadRange`] when `range` is outside the plan.
+    /// [`Error::BackendUnavailable`] when `job`'s plan is not the one compiled
+    /// ([`JitError::OtherPlan`]), or [`Error::BadRange`] when `range` is outside the
+    /// plan.
     pub fn run(&self, job: &mut Job<'_>, range: Range<usize>) -> Result<()> {
-        self.run_with(job, range, STREAM_BY_DEFAULT)
+        self.run_with(job, range)
     }
 
-    /// True when running `len` elements of `plan` streams the output (non-temporal
-    /// stores through a per-thread block buffer) rather than storing it directly.
-    pub fn streams(&self, plan: &Plan, len: usize) -> bool {
-        let w = self.spec.dst_bytes();
-        let big = plan.numel().saturating_mul(w) > dq_runtime::arch::llc_bytes() / 2;
-        big && len.saturating_mul(w) >= STREAM_MIN_BYTES && self.spec.dst_dense()
+    /// True when running `len` elements streams the output (non-temporal stores
+    /// through a per-thread block buffer) rather than storing it directly: the
+    /// plan's store strategy is [`StoreStrategy::NonTemporal`], the range writes at
+    /// least [`STREAM_MIN_BYTES`] and dst is dense.
+    pub fn streams(&self, len: usize) -> bool {
+        let l = &self.spec.lowering;
+        policy::store_for(l.output_bytes()) == StoreStrategy::NonTemporal
+            && len.saturating_mul(l.dst_bytes()) >= STREAM_MIN_BYTES
+            && l.dst_dense
     }
 
-    fn run_with(&self, job: &Job<'_>, range: Range<usize>, stream: bool) -> Result<()> {
+    /// [`run`](Self::run), for a caller that owns `range` of the job.
+    fn run_with(&self, job: &Job<'_>, range: Range<usize>) -> Result<()> {
         let plan = job.plan();
-        if !self.spec.matches(&self.spec.formula, plan) {
-            return Err(unavailable("kernel compiled for another plan".into()));
+        if plan.lowering() != &self.spec.lowering {
+            return Err(JitError::OtherPlan.into());
         }
         if range.start > range.end || range.end > plan.numel() {
             return Err(Error::BadRange {
@@ -267,10 +255,10 @@ impl CompiledKernel {
         if range.is_empty() {
             return Ok(());
         }
+        let stream = self.streams(range.len());
         if self.spec.f16_blocks {
-            let stream = stream && self.streams(plan, range.len());
             self.run_f16_blocks(job, range, stream);
-        } else if stream && self.streams(plan, range.len()) {
+        } else if stream {
             self.run_streaming(job, range);
         } else {
             // SAFETY: the plan matches the compiled spec and `bind` validated every
@@ -291,7 +279,7 @@ impl CompiledKernel {
             static BUF: RefCell<Box<stream::Block>> =
                 RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
         }
-        debug_assert!(self.spec.dst_dense());
+        debug_assert!(self.spec.dst_dense);
         let w = self.spec.out_bytes();
         let per = stream::BLOCK_BYTES / w;
         BUF.with_borrow_mut(|b| {
@@ -317,9 +305,9 @@ impl CompiledKernel {
         self.run_blocks(job, range, |s, block| {
             // SAFETY: the block's bytes s*w.. of dst belong to this call's range,
             // and `bind` checked the dst buffer holds every element.
-            unsafe { stream::copy_nt(job.dst_ptr().add(s * w), block) }
+            unsafe { arch::stream_copy(job.dst_ptr().add(s * w), block) }
         });
-        stream::fence();
+        arch::stream_fence();
     }
 
     /// Under [`Spec::f16_blocks`](crate::Spec): computes blocks of f32 results and
@@ -331,27 +319,30 @@ impl CompiledKernel {
                 RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
         }
         self.run_blocks(job, range, |s, block| {
-            let n = block.len() / 4;
-            // SAFETY: bytes 2s..2(s + n) of dst belong to this call's range, `bind`
-            // checked the dst buffer holds every element, and an f16 needs no
-            // alignment beyond 2 (dst is a validated f16 buffer).
+            // The block starts the 64-byte aligned staging buffer.
+            let x = stream::as_f32s(block);
+            let n = x.len();
+            // SAFETY: bytes 2s..2(s + n) of dst belong to this call's range, and
+            // `bind` checked the dst buffer holds every element.
             let dst = unsafe { job.dst_ptr().add(s * 2) };
             if stream {
                 OUT.with_borrow_mut(|o| {
                     let out = &mut o.0[..2 * n];
-                    to_f16(block, out);
-                    // SAFETY: as for `dst` above.
-                    unsafe { stream::copy_nt(dst, out) };
+                    // SAFETY: `out` holds 2n bytes and is not `x`; then as for
+                    // `dst` above.
+                    unsafe {
+                        arch::f32_to_f16(out.as_mut_ptr(), x);
+                        arch::stream_copy(dst, out);
+                    }
                 });
             } else {
                 // SAFETY: as for `dst` above; nothing else writes these bytes
                 // during this call (Kernel::run gives the range to this call).
-                let out = unsafe { std::slice::from_raw_parts_mut(dst, 2 * n) };
-                to_f16(block, out);
+                unsafe { arch::f32_to_f16(dst, x) };
             }
         });
         if stream {
-            stream::fence();
+            arch::stream_fence();
         }
     }
 
@@ -371,51 +362,6 @@ impl CompiledKernel {
             )
         }
     }
-}
-
-/// f32 values (little-endian bytes `x`) to f16 bits (little-endian) in `out`,
-/// rounding to nearest even with NaNs quieted, as F16C does (and `half`, the
-/// fallback).
-fn to_f16(x: &[u8], out: &mut [u8]) {
-    assert!(x.len().is_multiple_of(4) && out.len() == x.len() / 2);
-    #[cfg(target_arch = "x86_64")]
-    if spec::host_f16_convert() {
-        // SAFETY: the host has AVX and F16C (checked just above); the lengths
-        // match (asserted).
-        unsafe { to_f16_f16c(x, out) };
-        return;
-    }
-    to_f16_scalar(x, out);
-}
-
-/// [`to_f16`] one value at a time, with `half`.
-fn to_f16_scalar(x: &[u8], out: &mut [u8]) {
-    for (x, o) in x.chunks_exact(4).zip(out.chunks_exact_mut(2)) {
-        let v = f32::from_le_bytes(x.try_into().expect("4 bytes"));
-        o.copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
-    }
-}
-
-/// [`to_f16`] with F16C, 8 values a step.
-///
-/// # Safety
-/// The CPU has AVX and F16C, `x.len()` is a multiple of 4 and `out.len() == x.len() / 2`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx,f16c")]
-unsafe fn to_f16_f16c(x: &[u8], out: &mut [u8]) {
-    use std::arch::x86_64::*;
-    let n = x.len() / 4;
-    let whole = n / 8 * 8;
-    for i in (0..whole).step_by(8) {
-        // SAFETY: i + 8 <= n, so 32 bytes of `x` at 4i and 16 bytes of `out` at 2i
-        // (out.len() == 2n, caller) are in bounds.
-        unsafe {
-            let v = _mm256_loadu_ps(x.as_ptr().add(4 * i).cast());
-            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-            _mm_storeu_si128(out.as_mut_ptr().add(2 * i).cast(), h);
-        }
-    }
-    to_f16_scalar(&x[4 * whole..], &mut out[2 * whole..]);
 }
 
 #[cfg(test)]

@@ -1,98 +1,71 @@
-//! What a compiled kernel is specialised to (the cache key), and the formula analysis
-//! that fixes the integer widths and whether the vector path may run.
+//! What a compiled kernel is specialised to, and the formula analysis that fixes
+//! the integer widths and whether the vector path may run.
 
-use std::hash::{Hash, Hasher};
+use core::ops::Deref;
 
-use dq_runtime::{DType, FormulaIr, Loop, Node, Plan};
+use dq_runtime::{DType, FormulaFacts, FormulaIr, Lowering, Node, arch};
 
-/// Everything the generated code bakes in: formula, dtypes and the canonical loop nest.
+use crate::error::{FormulaProblem, JitError};
+
+/// Everything the generated code bakes in: the formula and the plan's
+/// [`Lowering`] (dtypes, the canonical loop nest), which a spec dereferences to.
 ///
-/// Two plans with the same `Spec` run the same machine code (the raw shape is not
-/// part of it: shapes that collapse to the same loops share a kernel).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// The JIT's cache is keyed by the lowering (one cache per formula), so plans
+/// whose shapes collapse to the same loops share a kernel.
+#[derive(Clone, Debug)]
 pub struct Spec {
     /// The element formula.
     pub formula: FormulaIr,
-    /// Src dtype.
-    pub src: DType,
-    /// Zero-point dtype, `None` when symmetric.
-    pub zps: Option<DType>,
-    /// Dst dtype (also the scales dtype).
-    pub dst: DType,
-    /// One zero point for every element.
-    pub zps_broadcast: bool,
-    /// The collapsed loop nest (`Plan::loops`).
-    pub loops: Vec<Loop>,
+    /// The formula's facts (computed once per JIT).
+    pub facts: FormulaFacts,
+    /// What the plan fixes.
+    pub lowering: Lowering,
     /// f16 results are computed as f32 into a block buffer and converted by the
     /// host's f16 conversion instructions (F16C), which are exact: dense f16 dst
     /// from 8-bit or wider src, when the JIT allows it and the host has them. The
     /// kernel then stores f32 and only runs through
-    /// [`Kernel::run`](crate::Kernel::run).
+    /// [`CompiledKernel::run`](crate::CompiledKernel::run).
     pub f16_blocks: bool,
 }
 
+impl Deref for Spec {
+    type Target = Lowering;
+
+    fn deref(&self) -> &Lowering {
+        &self.lowering
+    }
+}
+
 impl Spec {
-    /// The spec of `plan` under `formula`; `f16_convert` allows
-    /// [`f16_blocks`](Self::f16_blocks) (taken when the host has the instructions).
-    pub fn of(formula: &FormulaIr, plan: &Plan, f16_convert: bool) -> Spec {
-        let (src, zps, dst) = plan.kernel_key();
-        let mut spec = Spec {
-            formula: *formula,
-            src,
-            zps,
-            dst,
-            zps_broadcast: plan.zps_broadcast(),
-            loops: plan.loops().to_vec(),
-            f16_blocks: false,
-        };
+    /// The spec of a plan's `lowering` under `formula`, whose facts are `facts`;
+    /// `f16_convert` allows [`f16_blocks`](Self::f16_blocks) (taken when the host
+    /// has the instructions).
+    ///
+    /// # Errors
+    /// [`JitError::NoElements`] for a plan without elements (the one place the JIT
+    /// refuses those: they need no kernel).
+    pub(crate) fn new(
+        formula: &FormulaIr,
+        facts: FormulaFacts,
+        lowering: &Lowering,
+        f16_convert: bool,
+    ) -> Result<Spec, JitError> {
+        if lowering.is_empty() {
+            return Err(JitError::NoElements);
+        }
         // 4-bit src rounds through tables (16 values a segment), which costs less
         // than converting every element.
-        spec.f16_blocks = f16_convert
-            && dst == DType::F16
-            && !src.is_4bit()
-            && spec.dst_dense()
-            && host_f16_convert();
-        spec
-    }
-
-    /// True when `plan` under `formula` has this spec (no allocation).
-    pub fn matches(&self, formula: &FormulaIr, plan: &Plan) -> bool {
-        let (src, zps, dst) = plan.kernel_key();
-        self.formula == *formula
-            && self.src == src
-            && self.zps == zps
-            && self.dst == dst
-            && self.zps_broadcast == plan.zps_broadcast()
-            && self.loops == plan.loops()
-    }
-
-    /// The cache hash of `plan` under `formula`, equal to `Spec::of(..).hash64()`.
-    pub fn hash_of(formula: &FormulaIr, plan: &Plan) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        let (src, zps, dst) = plan.kernel_key();
-        (formula, src, zps, dst, plan.zps_broadcast(), plan.loops()).hash(&mut h);
-        h.finish()
-    }
-
-    /// The cache hash of this spec (equal to [`hash_of`](Self::hash_of) its plan:
-    /// `f16_blocks` is the same for every spec of one cache).
-    pub fn hash64(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (
-            &self.formula,
-            self.src,
-            self.zps,
-            self.dst,
-            self.zps_broadcast,
-            self.loops.as_slice(),
-        )
-            .hash(&mut h);
-        h.finish()
-    }
-
-    /// Bytes per dst element.
-    pub fn dst_bytes(&self) -> usize {
-        self.dst.bits() / 8
+        let f16_blocks = f16_convert
+            && lowering.dst == DType::F16
+            && !lowering.src.is_4bit()
+            && lowering.dst_dense
+            && arch::f16_convert();
+        Ok(Spec {
+            formula: *formula,
+            facts,
+            lowering: lowering.clone(),
+            f16_blocks,
+        })
     }
 
     /// The dtype the compiled code stores: f32 under [`f16_blocks`](Self::f16_blocks).
@@ -107,30 +80,6 @@ impl Spec {
     /// Bytes per element the compiled code stores.
     pub fn out_bytes(&self) -> usize {
         self.out().bits() / 8
-    }
-
-    /// True when dst element `l` (logical index) sits at dst offset `l` (dense dst).
-    pub fn dst_dense(&self) -> bool {
-        let mut inner = 1usize;
-        for l in self.loops.iter().rev() {
-            if l.len > 1 && l.dst_stride != inner {
-                return false;
-            }
-            inner = inner.saturating_mul(l.len);
-        }
-        true
-    }
-}
-
-/// True when the host converts f32 to f16 in hardware (x86-64 AVX + F16C).
-pub fn host_f16_convert() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx") && std::arch::is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
     }
 }
 
@@ -184,8 +133,9 @@ fn range(t: DType) -> (i128, i128) {
 /// Checks `spec.formula` is well formed and picks the integer widths.
 ///
 /// # Errors
-/// A reason string when the IR is malformed or needs more than the supported widths.
-pub fn analyse(spec: &Spec) -> Result<Analysis, String> {
+/// [`JitError::Formula`] when the IR is malformed, [`JitError::IntegerRange`] when
+/// it needs more than the supported widths.
+pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
     let f = &spec.formula;
     let q = range(spec.src);
     let z_full = spec.zps.map_or((0, 0), range);
@@ -206,16 +156,14 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, String> {
     } else if !f64_work && fits(&full, -(1i128 << 99), 1i128 << 99) {
         IntWidth::I128
     } else {
-        return Err(format!(
-            "formula `{}`: an integer node exceeds the supported range for these dtypes",
-            f.name
-        ));
+        return Err(JitError::IntegerRange {
+            formula: f.name,
+            src: spec.src,
+            zps: spec.zps,
+            dst: spec.dst,
+        });
     };
-    let quiet = never_signalling(f);
-    let nan_literal = f
-        .nodes
-        .iter()
-        .any(|n| matches!(n, Node::Lit(b) if f64::from_bits(*b).is_nan()));
+    let quiet = !spec.facts.may_pass_signaling;
     let vector = !f64_work
         && !matches!(spec.src, DType::S32 | DType::S64)
         && fits(&vec, i32::MIN as i128, i32::MAX as i128);
@@ -224,25 +172,8 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, String> {
         vector,
         z_checked,
         quiet,
-        plain_bf16: spec.dst == DType::BF16 && quiet && !nan_literal,
+        plain_bf16: spec.dst == DType::BF16 && quiet && !spec.facts.nan_literal,
     })
-}
-
-/// True when the formula's result can never be a signalling NaN (see [`Analysis::quiet`]).
-fn never_signalling(f: &FormulaIr) -> bool {
-    let mut may: Vec<bool> = Vec::with_capacity(f.nodes.len());
-    for node in f.nodes {
-        let m = match *node {
-            Node::S => true,
-            Node::Lit(bits) => f64::from_bits(bits).is_nan(),
-            Node::Neg(a) | Node::Abs(a) => may[a as usize],
-            Node::Min(a, b) | Node::Max(a, b) => may[a as usize] || may[b as usize],
-            Node::Q | Node::Z | Node::IntSub(..) | Node::Float(_) => false,
-            Node::Add(..) | Node::Sub(..) | Node::Mul(..) => false,
-        };
-        may.push(m);
-    }
-    !may.last().copied().unwrap_or(true)
 }
 
 /// The value range of every integer node (`None` for float nodes), checking the IR.
@@ -250,27 +181,31 @@ fn intervals(
     f: &FormulaIr,
     q: (i128, i128),
     z: (i128, i128),
-) -> Result<Vec<Option<(i128, i128)>>, String> {
-    let bad = |i: usize, what: &str| format!("formula `{}`: node {i}: {what}", f.name);
+) -> Result<Vec<Option<(i128, i128)>>, JitError> {
+    let bad = |problem| JitError::Formula {
+        formula: f.name,
+        problem,
+    };
     let mut out: Vec<Option<(i128, i128)>> = Vec::with_capacity(f.nodes.len());
-    for (i, node) in f.nodes.iter().enumerate() {
-        let get = |a: u16| -> Result<Option<(i128, i128)>, String> {
+    for (node, n) in f.nodes.iter().enumerate() {
+        let get = |a: u16| {
             out.get(a as usize)
                 .copied()
-                .ok_or_else(|| bad(i, "operand is not an earlier node"))
+                .ok_or(bad(FormulaProblem::LaterOperand { node }))
         };
-        let int = |a: u16| get(a)?.ok_or_else(|| bad(i, "expected an integer operand"));
+        let int = |a: u16| get(a)?.ok_or(bad(FormulaProblem::ExpectedInt { node }));
         let float = |a: u16| match get(a)? {
             None => Ok(()),
-            Some(_) => Err(bad(i, "expected a float operand")),
+            Some(_) => Err(bad(FormulaProblem::ExpectedFloat { node })),
         };
-        let v = match *node {
+        let overflow = || bad(FormulaProblem::Overflow { node });
+        let v = match *n {
             Node::Q => Some(q),
             Node::Z => Some(z),
             Node::IntSub(a, b) => {
                 let (x, y) = (int(a)?, int(b)?);
-                let lo = x.0.checked_sub(y.1).ok_or_else(|| bad(i, "overflow"))?;
-                let hi = x.1.checked_sub(y.0).ok_or_else(|| bad(i, "overflow"))?;
+                let lo = x.0.checked_sub(y.1).ok_or_else(overflow)?;
+                let hi = x.1.checked_sub(y.0).ok_or_else(overflow)?;
                 Some((lo, hi))
             }
             Node::Float(a) => {
@@ -296,53 +231,103 @@ fn intervals(
     }
     match out.last() {
         Some(None) => Ok(out),
-        _ => Err(format!("formula `{}` does not end in a float node", f.name)),
+        _ => Err(bad(FormulaProblem::NoFloatResult)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dq_runtime::STANDARD;
+    use dq_runtime::{
+        AxesDequantize, Dequantize, DynamicDequantize, Op, Plan, STANDARD, TensorDesc,
+    };
 
-    fn spec(src: DType, zps: Option<DType>, dst: DType) -> Spec {
-        Spec {
-            formula: STANDARD,
-            src,
-            zps,
-            dst,
-            zps_broadcast: false,
-            loops: vec![],
-            f16_blocks: false,
-        }
+    /// The spec of an `n`-element plan of `op` with the given dtypes (scales and
+    /// zero points as the op needs them).
+    fn spec(op: Op, src: DType, zps: Option<DType>, dst: DType, n: usize) -> Spec {
+        let shape = [n];
+        let params = match op {
+            Op::Dequantize(_) => 0,
+            Op::Axes(_) => n,
+            Op::Dynamic(_) => 1,
+        };
+        let scales = TensorDesc::new(dst, &[params]);
+        let zps = zps.map(|z| TensorDesc::new(z, &[params]));
+        let plan = Plan::new(
+            &op,
+            &TensorDesc::new(src, &shape),
+            (params > 0).then_some(&scales),
+            zps.as_ref().filter(|_| params > 0),
+            &TensorDesc::new(dst, &shape),
+        )
+        .unwrap();
+        Spec::new(&STANDARD, STANDARD.facts(), plan.lowering(), false).unwrap()
+    }
+
+    fn dynamic(src: DType, zps: Option<DType>, dst: DType) -> Spec {
+        spec(DynamicDequantize::per_tensor().into(), src, zps, dst, 4)
     }
 
     #[test]
     fn widths_follow_dtypes() {
-        let a = analyse(&spec(DType::S8, Some(DType::U8), DType::F32)).unwrap();
+        let a = analyse(&dynamic(DType::S8, Some(DType::U8), DType::F32)).unwrap();
         assert!(a.vector && !a.z_checked && a.int == IntWidth::I64);
-        let a = analyse(&spec(DType::U8, Some(DType::S32), DType::F32)).unwrap();
+        let a = analyse(&dynamic(DType::U8, Some(DType::S32), DType::F32)).unwrap();
         assert!(a.vector && a.z_checked && a.int == IntWidth::I64);
-        let a = analyse(&spec(DType::S8, Some(DType::S64), DType::F32)).unwrap();
+        let op = Dequantize::new(vec![1.0]).zps(vec![i64::MAX]).into();
+        let s = spec(op, DType::S8, None, DType::F32, 4);
+        assert_eq!(s.zps, Some(DType::S64));
+        let a = analyse(&s).unwrap();
         assert!(a.vector && a.z_checked && a.int == IntWidth::I128);
-        let a = analyse(&spec(DType::S32, Some(DType::S32), DType::F64)).unwrap();
+        let op = AxesDequantize::new(vec![0]).into();
+        let s = spec(op, DType::S32, Some(DType::S32), DType::F64, 4);
+        let a = analyse(&s).unwrap();
         assert!(!a.vector && a.int == IntWidth::I64);
     }
 
     #[test]
     fn malformed_ir_is_refused() {
         static BAD: [Node; 2] = [Node::Q, Node::Mul(0, 0)];
-        let mut s = spec(DType::S8, None, DType::F32);
+        let mut s = dynamic(DType::S8, None, DType::F32);
         s.formula = FormulaIr {
             name: "bad",
             nodes: &BAD,
         };
-        assert!(analyse(&s).unwrap_err().contains("float operand"));
+        let float = FormulaProblem::ExpectedFloat { node: 1 };
+        assert_eq!(
+            analyse(&s).unwrap_err(),
+            JitError::Formula {
+                formula: "bad",
+                problem: float
+            }
+        );
         static FWD: [Node; 2] = [Node::S, Node::Add(0, 5)];
         s.formula = FormulaIr {
             name: "fwd",
             nodes: &FWD,
         };
-        assert!(analyse(&s).unwrap_err().contains("earlier node"));
+        let later = FormulaProblem::LaterOperand { node: 1 };
+        assert_eq!(
+            analyse(&s).unwrap_err(),
+            JitError::Formula {
+                formula: "fwd",
+                problem: later
+            }
+        );
+    }
+
+    #[test]
+    fn a_plan_without_elements_has_no_spec() {
+        let shape = [0, 3];
+        let plan = Plan::new(
+            &DynamicDequantize::per_tensor().into(),
+            &TensorDesc::new(DType::S8, &shape),
+            Some(&TensorDesc::new(DType::F32, &[1])),
+            None,
+            &TensorDesc::new(DType::F32, &shape),
+        )
+        .unwrap();
+        let err = Spec::new(&STANDARD, STANDARD.facts(), plan.lowering(), true).unwrap_err();
+        assert_eq!(err, JitError::NoElements);
     }
 }

@@ -73,14 +73,48 @@ pub const fn may_pass_signaling(nodes: &[Node]) -> bool {
 }
 
 const fn passes(nodes: &[Node], i: usize) -> bool {
-    const EXP: u64 = 0x7ff0_0000_0000_0000;
     match nodes[i] {
         Node::S => true,
-        Node::Lit(b) => b & EXP == EXP && b & !(EXP | 1 << 63) != 0,
+        Node::Lit(b) => is_nan_bits(b),
         Node::Neg(a) | Node::Abs(a) => passes(nodes, a as usize),
         Node::Min(a, b) | Node::Max(a, b) => passes(nodes, a as usize) || passes(nodes, b as usize),
         _ => false,
     }
+}
+
+/// What backends need to know about a formula beyond its nodes, computed once per
+/// formula ([`FormulaIr::facts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FormulaFacts {
+    /// The result can be a signalling NaN passed through unchanged, so stores must
+    /// quiet NaNs ([`may_pass_signaling`]).
+    pub may_pass_signaling: bool,
+    /// Some literal is a NaN.
+    pub nan_literal: bool,
+}
+
+impl FormulaIr {
+    /// The formula's [`FormulaFacts`].
+    pub const fn facts(&self) -> FormulaFacts {
+        let mut nan_literal = false;
+        let mut i = 0;
+        while i < self.nodes.len() {
+            if let Node::Lit(b) = self.nodes[i] {
+                nan_literal |= is_nan_bits(b);
+            }
+            i += 1;
+        }
+        FormulaFacts {
+            may_pass_signaling: may_pass_signaling(self.nodes),
+            nan_literal,
+        }
+    }
+}
+
+/// True when f64 `bits` are a NaN.
+const fn is_nan_bits(b: u64) -> bool {
+    const EXP: u64 = 0x7ff0_0000_0000_0000;
+    b & EXP == EXP && b & !(EXP | 1 << 63) != 0
 }
 
 /// A float type a formula can work in.
@@ -280,5 +314,30 @@ mod tests {
         assert!(may_pass_signaling(&[Lit(0x7ff0_0000_0000_0001)]));
         assert!(!may_pass_signaling(&[Lit(f64::INFINITY.to_bits())]));
         assert!(!may_pass_signaling(&[S, Q, Float(1), Add(0, 1)]));
+    }
+
+    #[test]
+    fn facts_of_standard_and_nan_literals() {
+        use Node::*;
+        let f = STANDARD.facts();
+        assert!(!f.may_pass_signaling && !f.nan_literal);
+        static QNAN: [Node; 5] = [Q, Float(0), Lit(0x7ff8_0000_0000_0000), Mul(1, 2), Abs(3)];
+        let ir = FormulaIr {
+            name: "qnan",
+            nodes: &QNAN,
+        };
+        assert!(!ir.facts().may_pass_signaling && ir.facts().nan_literal);
+        static PASS: [Node; 2] = [Lit(f64::INFINITY.to_bits()), Neg(0)];
+        let ir = FormulaIr {
+            name: "inf",
+            nodes: &PASS,
+        };
+        assert!(!ir.facts().may_pass_signaling && !ir.facts().nan_literal);
+        static SNAN: [Node; 1] = [Lit(0x7ff0_0000_0000_0001)];
+        let ir = FormulaIr {
+            name: "snan",
+            nodes: &SNAN,
+        };
+        assert!(ir.facts().may_pass_signaling && ir.facts().nan_literal);
     }
 }

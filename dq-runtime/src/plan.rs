@@ -1,37 +1,16 @@
 //! Validation: an op and tensor descriptors become a [`Plan`] (SPEC sections 3, 4 and 6).
 //!
-//! The plan holds the canonical group map (`g[d]` per src dimension) and a collapsed
-//! loop nest that every backend may use. Buffers are checked later, by
+//! The plan holds the canonical group map (`g[d]` per src dimension) and, computed
+//! once, the [`Lowering`] every backend specialises to (dtypes, the collapsed loop
+//! nest and what follows from it). Buffers are checked later, by
 //! [`Plan::bind`](crate::Plan::bind).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result, Role};
+use crate::lowering::{Loop, Lowering, Walk};
 use crate::op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
 use crate::rules::{self, AXES, DYNAMIC, STATIC};
 use crate::tensor::TensorDesc;
-
-/// One level of the collapsed loop nest, outermost first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Loop {
-    /// Trip count (>= 2 unless the whole tensor has one element).
-    pub len: usize,
-    /// Src stride in elements (nibbles for 4-bit).
-    pub src_stride: usize,
-    /// Dst stride in elements.
-    pub dst_stride: usize,
-    /// Group size along this loop: the scale index advances every `group` steps;
-    /// `group >= len` means one scale for the whole loop.
-    pub group: usize,
-    /// Scale-index step per group.
-    pub scale_stride: usize,
-}
-
-impl Loop {
-    /// True when one scale covers the whole loop.
-    pub fn is_constant(&self) -> bool {
-        self.group >= self.len
-    }
-}
 
 /// Static op parameters owned by the plan (they are attributes, not tensors).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,13 +29,11 @@ pub struct Plan {
     dst: TensorDesc,
     scales: TensorDesc,
     zps: Option<TensorDesc>,
-    zps_broadcast: bool,
     groups: Vec<usize>,
     scale_shape: Vec<usize>,
-    numel: usize,
     src_strides: Vec<usize>,
     dst_strides: Vec<usize>,
-    loops: Vec<Loop>,
+    lowering: Lowering,
     params: Option<StaticParams>,
 }
 
@@ -302,30 +279,26 @@ impl Partial {
             });
         }
         let scale_shape = scale_shape(&src.shape, &self.groups);
-        let loops = if numel == 0 {
-            Vec::new()
-        } else {
-            collapse(
-                &src.shape,
-                &src_strides,
-                &dst_strides,
-                &self.groups,
-                &scale_shape,
-            )
+        let walk = Walk {
+            shape: &src.shape,
+            src_strides: &src_strides,
+            dst_strides: &dst_strides,
+            groups: &self.groups,
+            scale_shape: &scale_shape,
         };
+        let dtypes = (src.dtype, self.zps.as_ref().map(|z| z.dtype), dst.dtype);
+        let lowering = Lowering::new(dtypes, self.zps_broadcast, numel, &walk);
         Ok(Plan {
             op,
             src: src.clone(),
             dst: dst.clone(),
             scales: self.scales,
             zps: self.zps,
-            zps_broadcast: self.zps_broadcast,
             groups: self.groups,
             scale_shape,
-            numel,
             src_strides,
             dst_strides,
-            loops,
+            lowering,
             params: self.params,
         })
     }
@@ -355,7 +328,7 @@ impl Plan {
     }
     /// True when a single zero point applies to every element.
     pub fn zps_broadcast(&self) -> bool {
-        self.zps_broadcast
+        self.lowering.zps_broadcast
     }
     /// The group size `g[d]` of every src dimension (SPEC section 3).
     pub fn groups(&self) -> &[usize] {
@@ -367,7 +340,7 @@ impl Plan {
     }
     /// Number of elements of src and dst.
     pub fn numel(&self) -> usize {
-        self.numel
+        self.lowering.numel
     }
     /// Src strides in elements (dense ones filled in).
     pub fn src_strides(&self) -> &[usize] {
@@ -381,7 +354,11 @@ impl Plan {
     /// row-major order of the src shape, so a flat range of logical indices is a
     /// range of iterations. Empty when there are no elements.
     pub fn loops(&self) -> &[Loop] {
-        &self.loops
+        &self.lowering.loops
+    }
+    /// What every backend specialises this plan to (computed once, here).
+    pub fn lowering(&self) -> &Lowering {
+        &self.lowering
     }
     /// The static op's scales and zero points as little-endian bytes.
     pub fn static_params(&self) -> Option<(&[u8], Option<&[u8]>)> {
@@ -391,11 +368,7 @@ impl Plan {
     }
     /// The dtype triple that selects a kernel: (src, zps or `None`, dst).
     pub fn kernel_key(&self) -> (DType, Option<DType>, DType) {
-        (
-            self.src.dtype,
-            self.zps.as_ref().map(|z| z.dtype),
-            self.dst.dtype,
-        )
+        self.lowering.key()
     }
 }
 
@@ -558,78 +531,6 @@ fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
         span = s.saturating_mul(d);
     }
     false
-}
-
-/// Builds the loop nest: drops size-1 dims, then merges neighbours whose strides
-/// and group maps allow it (see [`Loop`]).
-fn collapse(
-    shape: &[usize],
-    src_strides: &[usize],
-    dst_strides: &[usize],
-    groups: &[usize],
-    scale_shape: &[usize],
-) -> Vec<Loop> {
-    let scale_strides = TensorDesc::dense_strides(scale_shape);
-    let mut loops: Vec<Loop> = Vec::new();
-    for d in 0..shape.len() {
-        if shape[d] == 1 {
-            continue;
-        }
-        let inner = Loop {
-            len: shape[d],
-            src_stride: src_strides[d],
-            dst_stride: dst_strides[d],
-            group: groups[d].min(shape[d]),
-            scale_stride: scale_strides[d],
-        };
-        match loops.last_mut().and_then(|outer| merge(outer, &inner)) {
-            Some(m) => *loops.last_mut().expect("merged into the last loop") = m,
-            None => loops.push(inner),
-        }
-    }
-    if loops.is_empty() {
-        loops.push(Loop {
-            len: 1,
-            src_stride: 1,
-            dst_stride: 1,
-            group: 1,
-            scale_stride: 0,
-        });
-    }
-    loops
-}
-
-/// Merges `inner` into `outer` when the pair walks memory and scales like one loop.
-fn merge(outer: &Loop, inner: &Loop) -> Option<Loop> {
-    let len = outer.len.checked_mul(inner.len)?;
-    if outer.src_stride != inner.src_stride.checked_mul(inner.len)?
-        || outer.dst_stride != inner.dst_stride.checked_mul(inner.len)?
-    {
-        return None;
-    }
-    let (group, scale_stride) = if inner.is_constant() {
-        // Scale index depends on the outer index only: groups of g_outer * len_inner.
-        let g = if outer.is_constant() {
-            len
-        } else {
-            outer.group * inner.len
-        };
-        (g, outer.scale_stride)
-    } else if outer.group == 1
-        && inner.len.is_multiple_of(inner.group)
-        && outer.scale_stride == inner.scale_stride * (inner.len / inner.group)
-    {
-        (inner.group, inner.scale_stride)
-    } else {
-        return None;
-    };
-    Some(Loop {
-        len,
-        src_stride: inner.src_stride,
-        dst_stride: inner.dst_stride,
-        group: group.min(len),
-        scale_stride,
-    })
 }
 
 #[cfg(test)]

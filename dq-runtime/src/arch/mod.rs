@@ -88,36 +88,92 @@ fn detect() -> Isa {
     Isa::Portable
 }
 
-/// True when outputs bigger than half the last-level cache are written with
-/// non-temporal stores (`DQ_STREAM=1`, read once; default off).
+/// True when [`f32_to_f16`] converts with vector instructions (x86-64 AVX2 and
+/// F16C), so computing f16 results as f32 and converting them pays.
+pub fn f16_convert() -> bool {
+    hardware() >= Isa::Avx2
+}
+
+/// Writes `x` as f16 (little-endian bits) to `dst`, nearest-even with NaNs quieted
+/// as F16C and `half` round: with the vector ISA's f16 stores where the CPU has
+/// them (the ones the generated kernels use), else with `half`.
 ///
-/// Off by default because on the machine dq is tuned on (a 2-vCPU Sapphire Rapids
-/// VM) one thread's non-temporal stores reach less bandwidth than ordinary
-/// stores with their line reads: 16M s8 -> f32 per channel took 15.5 ms
-/// streamed and 11.4 ms with ordinary stores (BENCHMARKS.md). With streaming off,
-/// large outputs prefetch dst lines ahead of the stores instead (9.2 ms there).
-/// Turn it on where measurements favour it.
-pub fn streaming() -> bool {
-    match STREAM.load(Ordering::Relaxed) {
-        0 => false,
-        1 => true,
-        _ => {
-            let on = std::env::var("DQ_STREAM").is_ok_and(|v| matches!(v.as_str(), "1" | "on"));
-            // A racing `set_streaming` wins.
-            let _ = STREAM.compare_exchange(2, u8::from(on), Ordering::Relaxed, Ordering::Relaxed);
-            STREAM.load(Ordering::Relaxed) == 1
+/// # Safety
+/// `dst` is valid for writing `2 * x.len()` bytes and does not overlap `x`.
+pub unsafe fn f32_to_f16(dst: *mut u8, x: &[f32]) {
+    // SAFETY: each function runs only on a CPU with its ISA (`hardware`); the
+    // buffers are the caller's.
+    unsafe {
+        match hardware() {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => x86_64::f32_to_f16_avx512(dst, x),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => x86_64::f32_to_f16_avx2(dst, x),
+            _ => f16_tail(dst, x),
         }
     }
 }
 
-/// Turns streaming of large outputs on or off for the whole process (overrides
-/// `DQ_STREAM`). Results are the same bits either way.
-pub fn set_streaming(on: bool) {
-    STREAM.store(u8::from(on), Ordering::Relaxed);
+/// [`f32_to_f16`] with `v`'s f16 stores, `V::LANES` values a step.
+///
+/// # Safety
+/// As [`f32_to_f16`]; the CPU has `V`'s ISA (the token proves it).
+#[inline(always)]
+pub(crate) unsafe fn f32_to_f16_with<V: Simd>(v: V, dst: *mut u8, x: &[f32]) {
+    let whole = x.len() / V::LANES * V::LANES;
+    for i in (0..whole).step_by(V::LANES) {
+        // SAFETY: i + LANES <= x.len(): LANES f32 to read at i, LANES f16 to write
+        // at byte 2i (the caller's dst holds 2 * x.len()).
+        unsafe { v.store_f16(dst.add(2 * i), v.load_f32(x.as_ptr().add(i).cast())) }
+    }
+    // SAFETY: the rest of the caller's buffers.
+    unsafe { f16_tail(dst.add(2 * whole), &x[whole..]) }
 }
 
-/// 0 off, 1 on, 2 not read yet.
-static STREAM: AtomicU8 = AtomicU8::new(2);
+/// [`f32_to_f16`] one value at a time, with `half`.
+///
+/// # Safety
+/// As [`f32_to_f16`].
+unsafe fn f16_tail(dst: *mut u8, x: &[f32]) {
+    for (i, &v) in x.iter().enumerate() {
+        let h = half::f16::from_f32(v).to_le_bytes();
+        // SAFETY: bytes 2i..2i + 2 are inside the caller's dst.
+        unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), dst.add(2 * i), 2) }
+    }
+}
+
+/// Copies `src` to `dst`: the whole 64-byte aligned lines of dst with
+/// non-temporal stores (the widest this CPU has), the partial lines at either
+/// end with ordinary ones. Call [`stream_fence`] before the data is read.
+///
+/// # Safety
+/// `dst` is valid for writing `src.len()` bytes and does not overlap `src`.
+pub unsafe fn stream_copy(dst: *mut u8, src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: each function runs only on a CPU with its ISA (`hardware`); the
+    // buffers are the caller's.
+    unsafe {
+        match hardware() {
+            Isa::Avx512 => x86_64::stream_copy_avx512(dst, src),
+            Isa::Avx2 => x86_64::stream_copy_avx2(dst, src),
+            Isa::Portable => x86_64::stream_copy_sse2(dst, src),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: as the caller promised.
+    unsafe {
+        core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())
+    }
+}
+
+/// Orders earlier non-temporal stores ([`stream_copy`]) before later stores.
+pub fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no preconditions (SSE is baseline on x86-64).
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
+    }
+}
 
 /// Size of the last-level cache in bytes (32 MiB when it cannot be read).
 pub fn llc_bytes() -> usize {

@@ -354,6 +354,63 @@ unsafe fn stream_lines(dst: *mut u8, src: *const u8, n: usize, line: impl Fn(*mu
     }
 }
 
+/// [`super::stream_copy`] with 64-byte AVX-512 stores.
+///
+/// # Safety
+/// As [`super::stream_copy`], on a CPU with AVX-512 F, BW, VL, DQ, AVX2 and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+pub(crate) unsafe fn stream_copy_avx512(dst: *mut u8, src: &[u8]) {
+    // SAFETY: the features are enabled (caller); the buffers are the caller's.
+    unsafe { Avx512::new_unchecked().stream_copy(dst, src.as_ptr(), src.len()) }
+}
+
+/// [`super::stream_copy`] with 32-byte AVX stores.
+///
+/// # Safety
+/// As [`super::stream_copy`], on a CPU with AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn stream_copy_avx2(dst: *mut u8, src: &[u8]) {
+    // SAFETY: the features are enabled (caller); the buffers are the caller's.
+    unsafe { Avx2::new_unchecked().stream_copy(dst, src.as_ptr(), src.len()) }
+}
+
+/// [`super::f32_to_f16`] with AVX-512 stores.
+///
+/// # Safety
+/// As [`super::f32_to_f16`], on a CPU with AVX-512 F, BW, VL, DQ, AVX2 and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+pub(crate) unsafe fn f32_to_f16_avx512(dst: *mut u8, x: &[f32]) {
+    // SAFETY: the features are enabled (caller); the buffers are the caller's.
+    unsafe { super::f32_to_f16_with(Avx512::new_unchecked(), dst, x) }
+}
+
+/// [`super::f32_to_f16`] with AVX2 + F16C stores.
+///
+/// # Safety
+/// As [`super::f32_to_f16`], on a CPU with AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn f32_to_f16_avx2(dst: *mut u8, x: &[f32]) {
+    // SAFETY: the features are enabled (caller); the buffers are the caller's.
+    unsafe { super::f32_to_f16_with(Avx2::new_unchecked(), dst, x) }
+}
+
+/// [`super::stream_copy`] with 16-byte SSE2 stores (baseline on x86-64).
+///
+/// # Safety
+/// As [`super::stream_copy`].
+pub(crate) unsafe fn stream_copy_sse2(dst: *mut u8, src: &[u8]) {
+    // SAFETY: the buffers are the caller's; `line` gets 64-byte aligned `d`, so
+    // every 16-byte store is aligned.
+    unsafe {
+        stream_lines(dst, src.as_ptr(), src.len(), |d, s| {
+            for k in 0..4 {
+                let v = _mm_loadu_si128(s.add(16 * k).cast());
+                _mm_stream_si128(d.add(16 * k).cast(), v);
+            }
+        })
+    }
+}
+
 /// Stores 32 bytes.
 ///
 /// # Safety
@@ -745,6 +802,82 @@ mod tests {
             // SAFETY: the token proves the features.
             Some(v) => unsafe { check_avx512(v) },
             None => eprintln!("SKIPPED: avx512 not available on this CPU"),
+        }
+    }
+
+    /// Every ISA's f32 -> f16 block conversion equals `half` near every f16
+    /// pattern, into unaligned dst with odd lengths, and writes nothing else.
+    #[test]
+    fn f16_blocks_match_half_at_any_alignment() {
+        type ConvertFn = unsafe fn(*mut u8, &[f32]);
+        let xs = f16_inputs();
+        let mut fns: Vec<(&str, ConvertFn)> = vec![("dispatch", super::super::f32_to_f16)];
+        for (isa, f) in [
+            (Isa::Avx2, f32_to_f16_avx2 as ConvertFn),
+            (Isa::Avx512, f32_to_f16_avx512),
+        ] {
+            if isa.available() {
+                fns.push((isa.name(), f));
+            } else {
+                eprintln!("SKIPPED: f32_to_f16 {}: not on this CPU", isa.name());
+            }
+        }
+        for (name, f) in fns {
+            for (off, len) in [(0, xs.len()), (1, xs.len() - 7), (3, 5), (0, 0)] {
+                let x = &xs[..len];
+                let mut dst = vec![0xaau8; 2 * len + 8];
+                // SAFETY: dst holds off + 2 * len bytes; the ISA was checked above.
+                unsafe { f(dst.as_mut_ptr().add(off), x) };
+                for (i, v) in x.iter().enumerate() {
+                    let got = u16::from_le_bytes([dst[off + 2 * i], dst[off + 2 * i + 1]]);
+                    let want = half::f16::from_f32(*v).to_bits();
+                    assert_eq!(got, want, "{name} off {off} of {:#010x}", v.to_bits());
+                }
+                assert!(
+                    dst[..off].iter().all(|&b| b == 0xaa),
+                    "{name}: wrote before"
+                );
+                let end = off + 2 * len;
+                assert!(dst[end..].iter().all(|&b| b == 0xaa), "{name}: wrote after");
+            }
+        }
+    }
+
+    /// Every ISA's stream copy, at every head misalignment and odd lengths, copies
+    /// exactly and writes nothing outside dst.
+    #[test]
+    fn stream_copies_are_exact_at_any_alignment() {
+        type CopyFn = unsafe fn(*mut u8, &[u8]);
+        let src: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut copies: Vec<(&str, CopyFn)> = vec![("sse2", stream_copy_sse2)];
+        for (isa, f) in [
+            (Isa::Avx2, stream_copy_avx2 as CopyFn),
+            (Isa::Avx512, stream_copy_avx512),
+        ] {
+            if isa.available() {
+                copies.push((isa.name(), f));
+            } else {
+                eprintln!("SKIPPED: stream copy {}: not on this CPU", isa.name());
+            }
+        }
+        copies.push(("dispatch", super::super::stream_copy));
+        for (name, f) in copies {
+            for off in 0..70 {
+                for len in [0, 1, 15, 63, 64, 65, 200, 900] {
+                    let mut dst = vec![0xaau8; 1100];
+                    // SAFETY: dst holds off + len <= 970 bytes; no overlap; the
+                    // ISA was checked above.
+                    unsafe { f(dst.as_mut_ptr().add(off), &src[..len]) };
+                    super::super::stream_fence();
+                    let at = format!("{name} off {off} len {len}");
+                    assert_eq!(&dst[off..off + len], &src[..len], "{at}");
+                    assert!(dst[..off].iter().all(|&b| b == 0xaa), "{at}: wrote before");
+                    assert!(
+                        dst[off + len..].iter().all(|&b| b == 0xaa),
+                        "{at}: wrote after"
+                    );
+                }
+            }
         }
     }
 

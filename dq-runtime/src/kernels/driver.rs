@@ -6,10 +6,11 @@ use core::ops::Range;
 
 use super::dtypes::{FloatType, IntType};
 use super::lanes::{ExactInt, Formula, Scalar};
-use crate::arch::{self, Simd};
+use crate::arch::Simd;
 use crate::dtype::{DType, load_int, nibble, s4_value};
 use crate::exec::Job;
-use crate::plan::Loop;
+use crate::lowering::Loop;
+use crate::policy::{self, LUT_MIN, StoreStrategy};
 
 /// Raw views of a job's buffers. Offsets computed from the plan's loops stay
 /// inside them: `Plan::bind` checked every buffer against its view.
@@ -291,12 +292,11 @@ pub unsafe fn run_vector<V: Simd, S: IntType, D: FloatType, F: Formula>(
     let Some(inner) = plan.loops().last().copied() else {
         return;
     };
-    // Outputs bigger than (half) the last-level cache: dst lines come from memory.
-    let big = plan.numel().saturating_mul(D::SIZE) > arch::llc_bytes() / 2;
-    let streaming = big && arch::streaming();
+    let store = policy::store_for(plan.lowering().output_bytes());
+    let streaming = store == StoreStrategy::NonTemporal;
     let mut vc = VecCtx {
         c: Ctx {
-            prefetch: big && !streaming,
+            prefetch: store == StoreStrategy::Prefetch,
             ..Ctx::new(job)
         },
         zp: Zp::new(job),
@@ -765,9 +765,6 @@ unsafe fn const_seg<V, S, D, F>(
         }
     }
 }
-
-/// Shortest constant-parameter 4-bit segment worth a table.
-const LUT_MIN: usize = 32;
 
 /// The dst encodings of the formula at each of the 16 values of 4-bit `S`, with
 /// the segment's zero point and scale, as a register table. Computed by the same

@@ -88,7 +88,7 @@ impl Entry {
         }
     }
 
-    /// The dtype triple, as [`Plan::kernel_key`] gives it.
+    /// The dtype triple, as [`Lowering::key`](crate::Lowering::key) gives it.
     pub fn key(&self) -> (DType, Option<DType>, DType) {
         (self.src, self.zps, self.dst)
     }
@@ -152,7 +152,7 @@ impl GeneratedKernel {
     }
 
     fn entry(&self, plan: &Plan) -> Option<&'static Entry> {
-        let key = plan.kernel_key();
+        let key = plan.lowering().key();
         self.table.iter().find(|e| e.key() == key)
     }
 }

@@ -1,0 +1,134 @@
+//! Why the JIT cannot compile a plan.
+
+use core::fmt;
+
+use dq_runtime::{DType, Error};
+
+/// Why the JIT cannot compile (or run) a plan. At the [`dq_runtime::Kernel`]
+/// boundary it becomes [`Error::BackendUnavailable`] with this text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JitError {
+    /// The plan has no elements.
+    #[error("a plan with no elements needs no kernel")]
+    NoElements,
+    /// The formula's IR is malformed.
+    #[error("formula `{formula}`: {problem}")]
+    Formula {
+        /// The formula's name.
+        formula: &'static str,
+        /// What is wrong.
+        problem: FormulaProblem,
+    },
+    /// An integer node needs more than the supported widths (`i64`, or `i128`
+    /// below f64) for these dtypes.
+    #[error(
+        "formula `{formula}`: an integer node exceeds the supported range for src {src}, zps {}, dst {dst}",
+        zps.map_or("none", DType::name)
+    )]
+    IntegerRange {
+        /// The formula's name.
+        formula: &'static str,
+        /// Src dtype.
+        src: DType,
+        /// Zero-point dtype.
+        zps: Option<DType>,
+        /// Dst dtype.
+        dst: DType,
+    },
+    /// The host is not a 64-bit target.
+    #[error("the JIT needs a 64-bit target")]
+    Not64Bit,
+    /// Cranelift does not support the host.
+    #[error("Cranelift does not support this host: {reason}")]
+    UnsupportedHost {
+        /// Cranelift's reason.
+        reason: &'static str,
+    },
+    /// A Cranelift step failed.
+    #[error("Cranelift {stage}: {message}")]
+    Codegen {
+        /// The step.
+        stage: Stage,
+        /// Cranelift's message.
+        message: String,
+    },
+    /// The Cranelift verifier refused the IR built for the plan.
+    #[error("verifier: {message}")]
+    Verifier {
+        /// The verifier's message.
+        message: String,
+    },
+    /// A compiled kernel was given a job of another plan.
+    #[error("kernel compiled for another plan")]
+    OtherPlan,
+}
+
+/// What is wrong with a formula's IR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormulaProblem {
+    /// An operand does not index an earlier node.
+    #[error("node {node}: operand is not an earlier node")]
+    LaterOperand {
+        /// The node.
+        node: usize,
+    },
+    /// An integer operand was expected.
+    #[error("node {node}: expected an integer operand")]
+    ExpectedInt {
+        /// The node.
+        node: usize,
+    },
+    /// A float operand was expected.
+    #[error("node {node}: expected a float operand")]
+    ExpectedFloat {
+        /// The node.
+        node: usize,
+    },
+    /// An integer difference overflows 128 bits.
+    #[error("node {node}: overflow")]
+    Overflow {
+        /// The node.
+        node: usize,
+    },
+    /// The last node is not a float node (or there are none).
+    #[error("does not end in a float node")]
+    NoFloatResult,
+}
+
+/// A step of compiling with Cranelift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Setting the ISA's flags.
+    Settings,
+    /// Building the host ISA.
+    Isa,
+    /// Declaring the function in its module.
+    Declare,
+    /// Compiling the function.
+    Define,
+    /// Making the code executable.
+    Finalize,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Settings => "settings",
+            Stage::Isa => "ISA",
+            Stage::Declare => "declare",
+            Stage::Define => "define",
+            Stage::Finalize => "finalize",
+        })
+    }
+}
+
+impl From<JitError> for Error {
+    fn from(e: JitError) -> Error {
+        Error::BackendUnavailable {
+            backend: "jit",
+            reason: e.to_string(),
+        }
+    }
+}
