@@ -26,7 +26,9 @@ pub use dq_jit;
 pub use dq_macros::dequant_kernel;
 pub use dq_runtime::*;
 
+pub mod case;
 pub mod model;
+pub mod npy;
 
 /// The README's Rust examples, compiled and run as doctests so they stay in sync.
 #[doc = include_str!("../README.md")]
