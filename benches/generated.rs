@@ -12,7 +12,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Bencher, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, Tensor, TensorDesc, TensorMut};
+use dq::case::{Case, OwnedTensor};
+use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, TensorDesc, TensorMut};
 
 const SMALL: (usize, usize) = (256, 256);
 const LARGE: (usize, usize) = (4096, 4096);
@@ -71,76 +72,51 @@ fn cases() -> Vec<Bench> {
     ]
 }
 
-/// Buffers of one case.
+/// One case with random data, its plan and a dst buffer.
 struct Data {
+    case: Case,
     plan: Plan,
-    src: Vec<u8>,
-    scales: Vec<u8>,
-    zps: Option<(TensorDesc, Vec<u8>)>,
     dst: Vec<u8>,
     bytes: u64,
 }
 
 fn data(b: &Bench, (rows, cols): (usize, usize)) -> Data {
     let shape = [rows, cols];
-    let n = rows * cols;
-    let src_d = TensorDesc::new(b.src, &shape);
-    let dst_d = TensorDesc::new(b.dst, &shape);
     let ss = (b.scale_shape)(rows, cols);
-    let sn: usize = ss.iter().product();
-    let scales_d = TensorDesc::new(b.dst, &ss);
-    let zps_d = b.zps.map(|z| TensorDesc::new(z, &ss));
-    let plan = Plan::new(&b.op, &src_d, Some(&scales_d), zps_d.as_ref(), &dst_d).unwrap();
-    let scales: Vec<u8> = (0..sn)
-        .flat_map(|i| {
-            let s = 0.01 + i as f32 * 1e-5;
-            match b.dst {
-                DType::F32 => s.to_le_bytes().to_vec(),
-                DType::F16 => half::f16::from_f32(s).to_le_bytes().to_vec(),
-                _ => half::bf16::from_f32(s).to_le_bytes().to_vec(),
-            }
-        })
-        .collect();
-    let src: Vec<u8> = (0..b.src.bytes_for(n).unwrap())
-        .map(|i| (i * 7 + 3) as u8)
-        .collect();
-    let zps = zps_d.map(|d| {
-        let len = d.dtype.bytes_for(sn).unwrap();
-        (d, (0..len).map(|i| (i * 5) as u8).collect())
-    });
-    let dst_len = b.dst.bytes_for(n).unwrap();
+    let case = Case::generate(
+        b.op.clone(),
+        TensorDesc::new(b.src, &shape),
+        Some(TensorDesc::new(b.dst, &ss)),
+        b.zps.map(|z| TensorDesc::new(z, &ss)),
+        TensorDesc::new(b.dst, &shape),
+        1,
+    )
+    .unwrap();
+    let plan = case.plan().unwrap();
+    let dst = case.dst.data.clone();
     Data {
+        bytes: (case.src.data.len() + dst.len()) as u64,
+        case,
         plan,
-        bytes: (src.len() + dst_len) as u64,
-        src,
-        scales,
-        zps,
-        dst: vec![0; dst_len],
+        dst,
     }
 }
 
 /// Times `k` on `d`: binding the plan to the buffers (validation) and running it,
 /// per call; the tensor views are built once, as a caller reusing buffers would.
 fn time_kernel(bn: &mut Bencher<'_>, d: &mut Data, k: &dyn Kernel) {
-    let src = Tensor {
-        desc: d.plan.src().clone(),
-        data: &d.src,
-    };
-    let sc = Tensor {
-        desc: d.plan.scales().clone(),
-        data: &d.scales,
-    };
-    let zp = d.zps.as_ref().map(|(desc, b)| Tensor {
-        desc: desc.clone(),
-        data: b,
-    });
+    let Data {
+        case, plan, dst, ..
+    } = d;
+    let src = case.src.view();
+    let sc = case.scales.as_ref().map(OwnedTensor::view);
+    let zp = case.zps.as_ref().map(OwnedTensor::view);
     let mut dst = TensorMut {
-        desc: d.plan.dst().clone(),
-        data: &mut d.dst,
+        desc: plan.dst().clone(),
+        data: dst,
     };
-    let plan = &d.plan;
     bn.iter(|| {
-        let mut job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
+        let mut job = plan.bind(&src, sc.as_ref(), zp.as_ref(), &mut dst).unwrap();
         job.run(k).unwrap();
     });
 }
@@ -203,11 +179,9 @@ fn kernels(c: &mut Criterion) {
             #[cfg(target_arch = "x86_64")]
             if b.name == "s8-f32/per_channel" && std::arch::is_x86_feature_detected!("avx2") {
                 // The same buffers as the generated kernel: only the code differs.
-                let Data {
-                    src, scales, dst, ..
-                } = &mut d;
-                let src: &[i8] = bytemuck::cast_slice(src);
-                let scales: &[f32] = bytemuck::cast_slice(scales);
+                let Data { case, dst, .. } = &mut d;
+                let src: &[i8] = bytemuck::cast_slice(&case.src.data);
+                let scales: &[f32] = bytemuck::cast_slice(&case.scales.as_ref().unwrap().data);
                 let out: &mut [f32] = bytemuck::cast_slice_mut(dst);
                 g.bench_function(BenchmarkId::new("avx2-intrinsics", label), |bn| {
                     // SAFETY: AVX2 detected; cols is a multiple of 8.

@@ -8,9 +8,10 @@
 //! outputs against ordinary stores. `generated` appears when the build has the generated backend.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use dq::case::Case;
 use dq::dq_jit;
 use dq::policy::{self, StoreStrategy};
-use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, Tensor, TensorDesc, TensorMut};
+use dq::{DType, DynamicDequantize, Kernel, Op, Reference, TensorDesc, TensorMut};
 
 struct Work {
     name: &'static str,
@@ -77,33 +78,21 @@ fn bench(c: &mut Criterion) {
     let backends = dq::backends();
     for w in works() {
         let n = w.shape[0] * w.shape[1];
-        let src_b: Vec<u8> = (0..w.src.bytes_for(n).unwrap())
-            .map(|i| (i * 37 % 251) as u8)
-            .collect();
-        let ns: usize = w.scale_shape.iter().product();
-        let mut scales = Vec::new();
-        for i in 0..ns {
-            let v = 0.01 + i as f32 * 1e-4;
-            match w.dst {
-                DType::F32 => scales.extend(v.to_le_bytes()),
-                DType::F16 => scales.extend(half::f16::from_f32(v).to_le_bytes()),
-                _ => scales.extend(half::bf16::from_f32(v).to_le_bytes()),
-            }
-        }
-        let zps_b: Vec<u8> = (0..ns).map(|i| (i % 7) as u8).collect();
-        let dst_bytes = w.dst.bytes_for(n).unwrap();
-        let mut out = vec![0u8; dst_bytes];
-        let src_d = TensorDesc::new(w.src, &w.shape);
-        let sc_d = TensorDesc::new(w.dst, &w.scale_shape);
-        let z_d = w.zps.map(|t| TensorDesc::new(t, &w.scale_shape));
-        let dst_d = TensorDesc::new(w.dst, &w.shape);
-        let plan = Plan::new(&w.op, &src_d, Some(&sc_d), z_d.as_ref(), &dst_d).unwrap();
-        let src = Tensor::from_bytes(w.src, &w.shape, &src_b);
-        let sc = Tensor::from_bytes(w.dst, &w.scale_shape, &scales);
-        let z = w.zps.map(|t| Tensor::from_bytes(t, &w.scale_shape, &zps_b));
+        let case = Case::generate(
+            w.op.clone(),
+            TensorDesc::new(w.src, &w.shape),
+            Some(TensorDesc::new(w.dst, &w.scale_shape)),
+            w.zps.map(|t| TensorDesc::new(t, &w.scale_shape)),
+            TensorDesc::new(w.dst, &w.shape),
+            1,
+        )
+        .unwrap();
+        let plan = case.plan().unwrap();
+        let dst_bytes = case.dst.data.len();
+        let mut out = case.dst.data.clone();
 
         let mut g = c.benchmark_group(w.name);
-        g.throughput(Throughput::Bytes((src_b.len() + dst_bytes) as u64));
+        g.throughput(Throughput::Bytes((case.src.data.len() + dst_bytes) as u64));
         if n > 1 << 20 {
             g.sample_size(20);
         }
@@ -127,7 +116,7 @@ fn bench(c: &mut Criterion) {
         }
         for (name, k) in kernels {
             let mut d = TensorMut::from_bytes(w.dst, &w.shape, &mut out);
-            let mut job = plan.bind(&src, Some(&sc), z.as_ref(), &mut d).unwrap();
+            let mut job = case.bind(&plan, &mut d).unwrap();
             job.run(k).unwrap();
             g.bench_function(name, |b| b.iter(|| job.run(k).unwrap()));
             if k.backend() == dq::Backend::Jit && n > 1 << 20 {

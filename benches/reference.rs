@@ -4,10 +4,11 @@
 //! The `memcpy` group copies a buffer as large as dst; its bytes count read + write,
 //! so the two groups read on the same scale within one run.
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use dq::{DType, DynamicDequantize, Op, Plan, Reference, Tensor, TensorDesc, TensorMut};
+use dq::case::Case;
+use dq::{DType, DynamicDequantize, Op, Reference, TensorDesc};
 
 /// A case: op, dtypes and shape.
-struct Case {
+struct Work {
     name: &'static str,
     op: Op,
     src: DType,
@@ -16,9 +17,9 @@ struct Case {
     scales: Vec<usize>,
 }
 
-fn cases(rows: usize) -> Vec<Case> {
+fn works(rows: usize) -> Vec<Work> {
     vec![
-        Case {
+        Work {
             name: "s8-f32/per_channel",
             op: DynamicDequantize::per_channel(0).into(),
             src: DType::S8,
@@ -26,7 +27,7 @@ fn cases(rows: usize) -> Vec<Case> {
             shape: [rows, 256],
             scales: vec![rows],
         },
-        Case {
+        Work {
             name: "u4-bf16/group_1x128",
             op: DynamicDequantize::per_group(vec![1, 128]).into(),
             src: DType::U4,
@@ -41,38 +42,31 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("reference");
     g.sample_size(10);
     for rows in [256, 4096] {
-        for case in cases(rows) {
+        for w in works(rows) {
             let n = rows * 256;
-            let src_d = TensorDesc::new(case.src, &case.shape);
-            let dst_d = TensorDesc::new(case.dst, &case.shape);
-            let sc_d = TensorDesc::new(case.dst, &case.scales);
-            let src = vec![0x5au8; src_d.required_bytes(dq::Role::Src).unwrap()];
-            let scales = vec![0x3cu8; sc_d.required_bytes(dq::Role::Scales).unwrap()];
-            let mut out = vec![0u8; dst_d.required_bytes(dq::Role::Dst).unwrap()];
-            let plan = Plan::new(&case.op, &src_d, Some(&sc_d), None, &dst_d).unwrap();
-            g.throughput(Throughput::Bytes((src.len() + out.len()) as u64));
-            g.bench_function(BenchmarkId::new(case.name, n), |b| {
+            let case = Case::generate(
+                w.op,
+                TensorDesc::new(w.src, &w.shape),
+                Some(TensorDesc::new(w.dst, &w.scales)),
+                None,
+                TensorDesc::new(w.dst, &w.shape),
+                1,
+            )
+            .unwrap();
+            let plan = case.plan().unwrap();
+            let mut out = case.dst.data.clone();
+            g.throughput(Throughput::Bytes((case.src.data.len() + out.len()) as u64));
+            g.bench_function(BenchmarkId::new(w.name, n), |b| {
                 b.iter(|| {
-                    let s = Tensor {
-                        desc: src_d.clone(),
-                        data: &src,
-                    };
-                    let sc = Tensor {
-                        desc: sc_d.clone(),
-                        data: &scales,
-                    };
-                    let mut d = TensorMut {
-                        desc: dst_d.clone(),
-                        data: &mut out,
-                    };
-                    let mut job = plan.bind(&s, Some(&sc), None, &mut d).unwrap();
-                    job.run(&Reference::default()).unwrap();
+                    case.with_job(&plan, &mut out, |job| job.run(&Reference::default()))
+                        .unwrap()
+                        .unwrap();
                 })
             });
             let from = vec![1u8; out.len()];
             let mut to = vec![0u8; out.len()];
             g.throughput(Throughput::Bytes(2 * out.len() as u64));
-            g.bench_function(BenchmarkId::new(format!("memcpy/{}", case.name), n), |b| {
+            g.bench_function(BenchmarkId::new(format!("memcpy/{}", w.name), n), |b| {
                 b.iter(|| to.copy_from_slice(std::hint::black_box(&from)))
             });
         }

@@ -28,7 +28,9 @@ pub use dq_runtime::*;
 
 use std::sync::OnceLock;
 
+pub mod case;
 pub mod model;
+pub mod npy;
 
 /// The README's Rust examples, compiled and run as doctests so they stay in sync.
 #[doc = include_str!("../README.md")]

@@ -1,17 +1,17 @@
 //! The main job: dequantize every weight tensor of a quantized decoder model, as a
 //! model loader does, with each backend, and report what it cost.
 //!
-//! Weights are synthetic (deterministic from a seed) but shaped and packed exactly as
-//! real checkpoints are: linear weights are `[out_features, in_features]`, int4 groups
-//! run along the input dimension (`group_shape = [1, g]`), two 4-bit values per byte
-//! low nibble first, scales `[out, ceil(in / g)]` in the dst dtype, and int8 weights
-//! carry one f32 scale per output channel.
+//! Weights are synthetic (deterministic from a seed: [`Case::generate`]) but shaped
+//! and packed exactly as real checkpoints are: linear weights are
+//! `[out_features, in_features]`, int4 groups run along the input dimension
+//! (`group_shape = [1, g]`), two 4-bit values per byte low nibble first, scales
+//! `[out, ceil(in / g)]` in the dst dtype, and int8 weights carry one f32 scale per
+//! output channel.
 
 use std::time::Instant;
 
-use crate::{
-    Backend, DType, DynamicDequantize, Kernel, Op, Plan, Result, Tensor, TensorDesc, TensorMut,
-};
+use crate::case::{Case, OwnedTensor};
+use crate::{Backend, DType, DynamicDequantize, Kernel, Op, Plan, Result, TensorDesc};
 
 /// One weight tensor of a layer: its name and `[out_features, in_features]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,67 +221,10 @@ pub struct ModelReport {
     pub mismatches: Vec<String>,
 }
 
-/// One synthetic tensor and its parameters, in reusable buffers.
-#[derive(Default)]
-struct Synth {
-    src: Vec<u8>,
-    scales: Vec<u8>,
-    zps: Vec<u8>,
-}
-
-/// splitmix64: a small, fast, well-mixed deterministic generator for synthetic data.
-///
-/// Shared with the `dq` binary's generated data; not a public API.
-#[doc(hidden)]
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Fills `buf` with the little-endian bytes of successive draws.
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        let mut chunks = buf.chunks_exact_mut(8);
-        for c in &mut chunks {
-            c.copy_from_slice(&self.next_u64().to_le_bytes());
-        }
-        let tail = chunks.into_remainder();
-        if !tail.is_empty() {
-            let last = self.next_u64().to_le_bytes();
-            tail.copy_from_slice(&last[..tail.len()]);
-        }
-    }
-}
-
-/// A scale-like magnitude in [2^-9, 2^-5) with a random mantissa, positive.
-fn random_scale(rng: &mut SplitMix64) -> f32 {
-    let r = rng.next_u64();
-    f32::from_bits((118 + (r % 4) as u32) << 23 | ((r >> 8) as u32 & 0x7f_ffff))
-}
-
-/// Everything one tensor's call needs.
-struct Call {
-    op: Op,
-    src: TensorDesc,
-    scales: TensorDesc,
-    zps: Option<TensorDesc>,
-    dst: TensorDesc,
-}
-
 impl ModelConfig {
-    fn call(&self, wt: &Weight) -> Call {
+    /// The call for one weight, with synthetic data from the seed and the tensor's
+    /// position in the model.
+    fn case(&self, wt: &Weight, index: u64) -> Result<Case> {
         let (s, z, d) = self.scheme.dtypes();
         let shape = [wt.out, wt.inp];
         let (op, sshape): (Op, Vec<usize>) = if self.scheme.grouped() {
@@ -295,41 +238,14 @@ impl ModelConfig {
         } else {
             (DynamicDequantize::per_channel(0).into(), vec![wt.out])
         };
-        Call {
+        Case::generate(
             op,
-            src: TensorDesc::new(s, &shape),
-            scales: TensorDesc::new(d, &sshape),
-            zps: z.map(|z| TensorDesc::new(z, &sshape)),
-            dst: TensorDesc::new(d, &shape),
-        }
-    }
-
-    /// Fills `syn` with the tensor's deterministic data.
-    fn synthesize(&self, call: &Call, index: u64, syn: &mut Synth) -> Result<()> {
-        let mut rng = SplitMix64::new(self.seed ^ index.wrapping_mul(0x2545_f491_4f6c_dd1d));
-        let bytes = |t: &TensorDesc, role| t.required_bytes(role);
-        syn.src.resize(bytes(&call.src, crate::Role::Src)?, 0);
-        rng.fill(&mut syn.src);
-        let n = call.scales.numel().unwrap_or(0);
-        syn.scales.clear();
-        for _ in 0..n {
-            let s = random_scale(&mut rng);
-            match call.scales.dtype {
-                DType::BF16 => syn.scales.extend(half::bf16::from_f32(s).to_le_bytes()),
-                DType::F16 => syn.scales.extend(half::f16::from_f32(s).to_le_bytes()),
-                _ => syn.scales.extend(s.to_le_bytes()),
-            }
-        }
-        syn.zps.clear();
-        if let Some(z) = &call.zps {
-            syn.zps.resize(bytes(z, crate::Role::Zps)?, 0);
-            // Zero points cluster around the middle of the u4 range, as in real checkpoints.
-            for b in syn.zps.iter_mut() {
-                let r = rng.next_u64();
-                *b = (6 + (r % 4) as u8) | ((6 + ((r >> 8) % 4) as u8) << 4);
-            }
-        }
-        Ok(())
+            TensorDesc::new(s, &shape),
+            Some(TensorDesc::new(d, &sshape)),
+            z.map(|z| TensorDesc::new(z, &sshape)),
+            TensorDesc::new(d, &shape),
+            self.seed ^ index.wrapping_mul(0x2545_f491_4f6c_dd1d),
+        )
     }
 }
 
@@ -367,31 +283,21 @@ pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> R
         verified: cfg.verify.then_some(true),
         ..Default::default()
     };
-    let mut syn = Synth::default();
     let mut outs: Vec<Vec<u8>> = vec![Vec::new(); backends.len()];
     for (i, (layer, wt)) in weights.iter().enumerate() {
-        let call = cfg.call(wt);
-        cfg.synthesize(&call, i as u64, &mut syn)?;
-        let plan = Plan::new(
-            &call.op,
-            &call.src,
-            Some(&call.scales),
-            call.zps.as_ref(),
-            &call.dst,
-        )?;
-        let dst_bytes = call.dst.required_bytes(crate::Role::Dst)?;
+        let case = cfg.case(wt, i as u64)?;
+        let plan = case.plan()?;
+        let dst_bytes = case.dst.data.len();
         for (k, &b) in backends.iter().enumerate() {
             outs[k].resize(dst_bytes, 0);
-            run_one(
-                table,
-                b,
-                &plan,
-                &call,
-                &syn,
-                &mut outs[k],
-                cfg.threads,
-                &mut rep.backends[k],
-            )?;
+            let kernel = select(&table, b, &plan, &mut rep.backends[k])?;
+            // Only the run is timed: not the data, the compile or the binding.
+            let secs = case.with_job(&plan, &mut outs[k], |job| {
+                let t = Instant::now();
+                job.run_parallel(kernel, cfg.threads)
+                    .map(|()| t.elapsed().as_secs_f64())
+            })??;
+            rep.backends[k].dequant_s += secs;
         }
         let name = format!("layers.{layer}.{}", wt.name);
         if cfg.verify && outs.iter().any(|o| o != &outs[0]) {
@@ -400,7 +306,9 @@ pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> R
         }
         rep.tensors += 1;
         rep.elements += plan.numel() as u64;
-        rep.src_bytes += (syn.src.len() + syn.scales.len() + syn.zps.len()) as u64;
+        let input = |t: Option<&OwnedTensor>| t.map_or(0, |t| t.data.len());
+        rep.src_bytes +=
+            (case.src.data.len() + input(case.scales.as_ref()) + input(case.zps.as_ref())) as u64;
         rep.dst_bytes += dst_bytes as u64;
         progress(i + 1, weights.len(), &name);
     }
@@ -410,18 +318,14 @@ pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> R
     Ok(rep)
 }
 
-/// Compiles (or fetches) and runs one tensor on one backend, adding to its report.
-#[allow(clippy::too_many_arguments)]
-fn run_one(
-    table: &crate::Backends,
+/// Selects `backend`'s kernel for `plan` (the JIT compiles it or takes it from its
+/// cache), adding the JIT's compile work to its report.
+fn select<'t>(
+    table: &'t crate::Backends,
     backend: Backend,
     plan: &Plan,
-    call: &Call,
-    syn: &Synth,
-    out: &mut [u8],
-    threads: usize,
     rep: &mut BackendReport,
-) -> Result<()> {
+) -> Result<&'t dyn Kernel> {
     // `select` runs `supports`, which is where a compiling backend (the JIT)
     // compiles or hits its cache: count from before it.
     let before: Vec<_> = (table.kernels().iter())
@@ -438,25 +342,5 @@ fn run_one(
         rep.kernels_reused += u64::from(compiled == 0);
         rep.compile_ms += (after.compile_ns - before.compile_ns) as f64 / 1e6;
     }
-    let src = Tensor {
-        desc: call.src.clone(),
-        data: &syn.src,
-    };
-    let scales = Tensor {
-        desc: call.scales.clone(),
-        data: &syn.scales,
-    };
-    let zps = call.zps.clone().map(|desc| Tensor {
-        desc,
-        data: &syn.zps,
-    });
-    let mut dst = TensorMut {
-        desc: call.dst.clone(),
-        data: out,
-    };
-    let mut job = plan.bind(&src, Some(&scales), zps.as_ref(), &mut dst)?;
-    let t = Instant::now();
-    job.run_parallel(kernel, threads)?;
-    rep.dequant_s += t.elapsed().as_secs_f64();
-    Ok(())
+    Ok(kernel)
 }

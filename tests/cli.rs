@@ -1,14 +1,14 @@
 //! The `dq` binary: success cases compared bit for bit with the conformance vectors
 //! and library calls, one test per error class (exit code 2, one line on stderr, no
 //! output file created or modified), `dq bench --json` and `dq demo`.
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{assert_same_bits, case_dirs};
 use dq::{DType, DynamicDequantize, Options, Tensor, TensorMut};
 use serde_json::Value;
+use support::conformance::{assert_same_bits, case_dirs};
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
@@ -37,26 +37,8 @@ fn assert_ok(o: &Output) {
 
 /// Writes a `.npy` file the way NumPy 1.x does (version 1.0, 64-byte aligned header).
 fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
-    let shape_txt = match shape {
-        [n] => format!("({n},)"),
-        s => format!(
-            "({})",
-            s.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
-    out.extend_from_slice(data);
-    std::fs::write(path, out).unwrap();
+    let file = dq::npy::with_header(&dq::npy::header(descr, shape), data);
+    std::fs::write(path, file).unwrap();
 }
 
 /// Reads a `.npy` written by dq: (header text, data).

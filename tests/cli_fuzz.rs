@@ -18,7 +18,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use dq::{DType, Op, OpKind, TensorDesc};
+use dq::npy;
+use dq::{Op, OpKind, TensorDesc};
 use proptest::prelude::*;
 use support::cases::{Case, case_strategy};
 use support::reference;
@@ -106,48 +107,6 @@ fn shape_str(shape: &[usize]) -> String {
     }
 }
 
-/// The `.npy` encoding of raw little-endian data, where NumPy has the dtype.
-fn npy(dtype: DType, shape: &[usize], data: &[u8]) -> Option<Vec<u8>> {
-    let descr = match dtype {
-        DType::S8 => "|i1",
-        DType::U8 => "|u1",
-        DType::S32 => "<i4",
-        DType::F16 => "<f2",
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        _ => return None,
-    };
-    let shape_txt = match shape {
-        [] => "()".to_string(),
-        [n] => format!("({n},)"),
-        s => format!(
-            "({})",
-            s.iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    Some(npy_with_header(
-        &format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}"),
-        data,
-    ))
-}
-
-/// A version 1.0 `.npy` file with `header` (padded as NumPy does) and `data`.
-fn npy_with_header(header: &str, data: &[u8]) -> Vec<u8> {
-    let mut h = header.to_string();
-    while !(10 + h.len() + 1).is_multiple_of(64) {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((h.len() as u16).to_le_bytes());
-    out.extend(h.as_bytes());
-    out.extend(data);
-    out
-}
-
 /// Turns a valid generated case into a valid `dq run` invocation. `None` where the
 /// CLI has no spelling for the case: an empty group shape (rank-0 per_group) or an
 /// empty static scales/zps list (per_channel over a zero-sized axis).
@@ -160,12 +119,12 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
     let mut flags: Vec<(String, Option<String>)> = Vec::new();
     let mut files = Vec::new();
     let mut flag = |f: &str, v: String| flags.push((format!("--{f}"), Some(v)));
-    let shape = case.src.0.shape.clone();
+    let shape = case.src.desc.shape.clone();
     // The CLI writes a dense dst; strided src is passed with --src-strides.
-    case.dst.0 = TensorDesc::new(case.dst.0.dtype, &shape);
-    case.dst.1 = vec![0; case.dst.0.required_bytes(dq::Role::Dst).unwrap()];
-    let need = case.src.0.required_bytes(dq::Role::Src).unwrap();
-    case.src.1.truncate(need);
+    case.dst.desc = TensorDesc::new(case.dst.desc.dtype, &shape);
+    case.dst.data = vec![0; case.dst.desc.required_bytes(dq::Role::Dst).unwrap()];
+    let need = case.src.desc.required_bytes(dq::Role::Src).unwrap();
+    case.src.data.truncate(need);
     let kind = case.op.kind();
     flag(
         "op",
@@ -176,15 +135,15 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
         }
         .into(),
     );
-    flag("src-type", case.src.0.dtype.to_string());
-    flag("dst-type", case.dst.0.dtype.to_string());
+    flag("src-type", case.src.desc.dtype.to_string());
+    flag("dst-type", case.dst.desc.dtype.to_string());
     flag("shape", shape_str(&shape));
     if let Some(s) = case
         .src
-        .0
+        .desc
         .strides
         .as_ref()
-        .filter(|_| !case.src.0.is_dense())
+        .filter(|_| !case.src.desc.is_dense())
     {
         flag("src-strides", shape_str(s));
     }
@@ -225,9 +184,9 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
             );
         }
     }
-    let src_npy = use_npy && case.src.0.is_dense();
+    let src_npy = use_npy && case.src.desc.is_dense();
     match src_npy
-        .then(|| npy(case.src.0.dtype, &shape, &case.src.1))
+        .then(|| npy::encode(case.src.desc.dtype, &shape, &case.src.data))
         .flatten()
     {
         Some(f) => {
@@ -235,12 +194,13 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
             flag("input", "src.npy".into());
         }
         None => {
-            files.push(("src.bin".into(), case.src.1.clone()));
+            files.push(("src.bin".into(), case.src.data.clone()));
             flag("input", "src.bin".into());
         }
     }
-    if let Some((d, b)) = &case.scales {
-        match use_npy.then(|| npy(d.dtype, &d.shape, b)).flatten() {
+    if let Some(t) = &case.scales {
+        let (d, b) = (&t.desc, &t.data);
+        match use_npy.then(|| npy::encode(d.dtype, &d.shape, b)).flatten() {
             Some(f) => {
                 files.push(("scales.npy".into(), f));
                 flag("scales", "scales.npy".into());
@@ -251,9 +211,13 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
             }
         }
     }
-    if let Some((d, b)) = case.zps.clone() {
-        let same = case.scales.as_ref().is_some_and(|s| s.0.shape == d.shape);
-        match npy(d.dtype, &d.shape, &b).filter(|_| use_npy || !same) {
+    if let Some(t) = case.zps.clone() {
+        let (d, b) = (t.desc, t.data);
+        let same = case
+            .scales
+            .as_ref()
+            .is_some_and(|s| s.desc.shape == d.shape);
+        match npy::encode(d.dtype, &d.shape, &b).filter(|_| use_npy || !same) {
             Some(f) => {
                 files.push(("zps.npy".into(), f));
                 flag("zps", "zps.npy".into());
@@ -270,7 +234,7 @@ fn invocation(mut case: Case, use_npy: bool, threads: u8, auto: bool) -> Option<
     flag("backend", if auto { "auto" } else { "reference" }.into());
     flag("threads", (1 + threads % 4).to_string());
     flag("output", OUTPUT.into());
-    let expected = case.run(reference());
+    let expected = case.run(reference()).expect("run");
     Some(Invocation {
         flags,
         files,
@@ -356,7 +320,7 @@ fn forged_npy() -> impl Strategy<Value = Vec<u8>> {
         .prop_map(|(shape, descr, order, data, corrupt)| {
             let header =
                 format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
-            let mut f = npy_with_header(&header, &data);
+            let mut f = npy::with_header(&header, &data);
             match corrupt {
                 1 => f[8..10].copy_from_slice(&u16::MAX.to_le_bytes()), // header length
                 2 => f[6] = 9,                                          // version
@@ -580,7 +544,7 @@ fn forged_npy_headers_are_refused() {
             .map(|(f, v)| (f.to_string(), Some(v.to_string())))
             .collect(),
             files: vec![
-                ("src.npy".into(), npy_with_header(h, &[1, 2, 3, 4])),
+                ("src.npy".into(), npy::with_header(h, &[1, 2, 3, 4])),
                 ("scales.bin".into(), 1f32.to_le_bytes().to_vec()),
             ],
             output_before: None,

@@ -8,10 +8,11 @@ mod support;
 
 use std::sync::Barrier;
 
-use dq::{Backend, OpKind, Options, Plan, Tensor, TensorMut};
+use dq::case::OwnedTensor;
+use dq::{Backend, OpKind, Options, Plan, TensorMut};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
-use support::cases::{Case, assert_bits, case_strategy, split_ranges};
+use support::cases::{Case, CaseExt, assert_bits, case_strategy, split_ranges};
 use support::{Rng, all_variants, reference};
 
 fn small() -> bool {
@@ -29,7 +30,7 @@ fn workload(n: usize) -> Vec<(Case, Vec<u8>)> {
     cases
         .into_iter()
         .map(|c| {
-            let want = c.run(reference());
+            let want = c.run(reference()).unwrap();
             (c, want)
         })
         .collect()
@@ -37,43 +38,34 @@ fn workload(n: usize) -> Vec<(Case, Vec<u8>)> {
 
 /// A per-group u4 -> bf16 case of `n` elements (above the executor's chunk size).
 fn large_case(n: usize) -> Case {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let groups = n.div_ceil(64);
     Case {
         op: dq::DynamicDequantize::per_group(vec![64]).into(),
-        src: (
+        src: OwnedTensor::new(
             dq::TensorDesc::new(dq::DType::U4, &[n]),
             rng.bytes(n.div_ceil(2)),
         ),
-        scales: Some((
+        scales: Some(OwnedTensor::new(
             dq::TensorDesc::new(dq::DType::BF16, &[groups]),
             support::cases::float_bytes(&mut rng, dq::DType::BF16, groups * 2, 1),
         )),
-        zps: Some((
+        zps: Some(OwnedTensor::new(
             dq::TensorDesc::new(dq::DType::U8, &[groups]),
             rng.bytes(groups),
         )),
-        dst: (dq::TensorDesc::new(dq::DType::BF16, &[n]), vec![0; n * 2]),
+        dst: OwnedTensor::new(dq::TensorDesc::new(dq::DType::BF16, &[n]), vec![0; n * 2]),
     }
 }
 
 /// Runs `case` through `dq::dequantize` with `opts`; `None` when the backend is absent.
 fn via_api(case: &Case, opts: &Options) -> Option<Vec<u8>> {
-    let mut out = case.dst.1.clone();
-    let src = Tensor {
-        desc: case.src.0.clone(),
-        data: &case.src.1,
-    };
-    let scales = case.scales.as_ref().map(|(d, b)| Tensor {
-        desc: d.clone(),
-        data: b,
-    });
-    let zps = case.zps.as_ref().map(|(d, b)| Tensor {
-        desc: d.clone(),
-        data: b,
-    });
+    let mut out = case.dst.data.clone();
+    let src = case.src.view();
+    let scales = case.scales.as_ref().map(OwnedTensor::view);
+    let zps = case.zps.as_ref().map(OwnedTensor::view);
     let mut dst = TensorMut {
-        desc: case.dst.0.clone(),
+        desc: case.dst.desc.clone(),
         data: &mut out,
     };
     match dq::dequantize(
@@ -128,8 +120,8 @@ fn threads_share_plans_and_backends() {
 #[test]
 fn one_plan_many_run_parallel_calls() {
     let case = large_case(if small() { 70_000 } else { 200_000 });
-    let want = case.run(reference());
-    let plan: Plan = case.plan();
+    let want = case.run(reference()).unwrap();
+    let plan: Plan = case.plan().unwrap();
     let threads = if small() { 3 } else { 6 };
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
@@ -138,9 +130,10 @@ fn one_plan_many_run_parallel_calls() {
             s.spawn(move || {
                 barrier.wait();
                 for v in all_variants() {
-                    let got = case
-                        .with_job(plan, |job| job.run_parallel(v.kernel, 1 + t % 4))
-                        .1;
+                    let mut got = case.dst.data.clone();
+                    case.with_job(plan, &mut got, |job| job.run_parallel(v.kernel, 1 + t % 4))
+                        .unwrap()
+                        .unwrap();
                     assert_bits(case, &got, want, &format!("{} thread {t}", v.name));
                 }
             });
@@ -153,22 +146,25 @@ fn one_plan_many_run_parallel_calls() {
 #[test]
 fn job_parts_on_own_threads_match_one_thread() {
     let case = large_case(if small() { 70_000 } else { 200_000 });
-    let want = case.run(reference());
-    let plan = case.plan();
-    let mut rng = Rng(11);
+    let want = case.run(reference()).unwrap();
+    let plan = case.plan().unwrap();
+    let mut rng = Rng::new(11);
     for v in all_variants() {
-        assert_bits(&case, &case.run(v.kernel), &want, v.name);
+        assert_bits(&case, &case.run(v.kernel).unwrap(), &want, v.name);
         for n in [1, 2, 3, 8, 64] {
-            let (covered, got) = case.with_job(&plan, |job| {
-                let parts: Vec<_> = job.parts(n).unwrap().collect();
-                let covered: usize = parts.iter().map(|p| p.range().len()).sum();
-                std::thread::scope(|s| {
-                    for mut p in parts {
-                        s.spawn(move || p.run(v.kernel).unwrap());
-                    }
-                });
-                covered
-            });
+            let mut got = case.dst.data.clone();
+            let covered = case
+                .with_job(&plan, &mut got, |job| {
+                    let parts: Vec<_> = job.parts(n).unwrap().collect();
+                    let covered: usize = parts.iter().map(|p| p.range().len()).sum();
+                    std::thread::scope(|s| {
+                        for mut p in parts {
+                            s.spawn(move || p.run(v.kernel).unwrap());
+                        }
+                    });
+                    covered
+                })
+                .unwrap();
             assert_eq!(covered, case.numel());
             assert_bits(&case, &got, &want, &format!("{} {n} parts", v.name));
         }
@@ -196,7 +192,7 @@ fn different_ops_in_parallel_with_splits() {
                 let strat = case_strategy(Some(kind));
                 for i in 0..per {
                     let case = strat.new_tree(&mut runner).unwrap().current();
-                    let want = case.run(reference());
+                    let want = case.run(reference()).unwrap();
                     let n = case.numel();
                     let ranges = [0..n / 4, n / 4..n / 2, n / 2..n];
                     for v in all_variants() {
@@ -213,13 +209,18 @@ fn different_ops_in_parallel_with_splits() {
 #[test]
 fn huge_thread_count_is_not_a_panic() {
     let case = large_case(70_000);
-    let want = case.run(reference());
-    let plan = case.plan();
+    let want = case.run(reference()).unwrap();
+    let plan = case.plan().unwrap();
     for threads in [1_000_000, usize::MAX] {
-        let (r, got) = case.with_job(&plan, |job| job.run_parallel(reference(), threads));
+        let mut got = case.dst.data.clone();
+        let r = case
+            .with_job(&plan, &mut got, |job| {
+                job.run_parallel(reference(), threads)
+            })
+            .unwrap();
         match r {
             Ok(()) => assert_bits(&case, &got, &want, &format!("{threads} threads")),
-            Err(e) => assert_eq!(got, case.dst.1, "{threads} threads: {e}: dst written"),
+            Err(e) => assert_eq!(got, case.dst.data, "{threads} threads: {e}: dst written"),
         }
     }
 }

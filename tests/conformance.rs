@@ -1,9 +1,9 @@
 //! The conformance vectors (tests/conformance, copied from the shared set): every
 //! backend must reproduce dst.bin bit for bit.
-mod common;
+mod support;
 
-use common::{assert_same_bits, case_dirs, load};
 use dq::{Backend, Reference};
+use support::conformance::{assert_same_bits, case_dirs, load};
 
 #[test]
 fn all_sixty_cases_are_present() {
@@ -15,7 +15,7 @@ fn reference_matches_every_vector() {
     for dir in case_dirs() {
         let case = load(&dir);
         let got = case.run(&Reference::default(), 1);
-        assert_same_bits(case.dst.dtype, &got, &case.expected, &case.name);
+        assert_same_bits(case.dst_type(), &got, &case.expected, &case.name);
         // NaN results also keep the exact bits x86-64 gives. Elsewhere the sign and
         // payload are the platform multiply's (SPEC section 5: aarch64's default
         // NaN is positive), so NaN compares as NaN there.
@@ -38,7 +38,7 @@ fn every_available_backend_matches_every_vector_on_two_threads() {
             };
             let got = case.run(kernel, 2);
             assert_same_bits(
-                case.dst.dtype,
+                case.dst_type(),
                 &got,
                 &case.expected,
                 &format!("{choice}: {}", case.name),

@@ -9,7 +9,7 @@ mod support;
 
 use dq::OpKind;
 use proptest::prelude::*;
-use support::cases::{Case, assert_bits, case_strategy, split_ranges};
+use support::cases::{Case, CaseExt, assert_bits, case_strategy, split_ranges};
 use support::{Variant, backend_variants, proptest_cases, reference};
 
 /// How a case is executed.
@@ -33,9 +33,9 @@ fn exec_strategy() -> impl Strategy<Value = Exec> {
 
 fn execute(case: &Case, kernel: &dyn dq::Kernel, exec: &Exec) -> Vec<u8> {
     match exec {
-        Exec::Whole => case.run(kernel),
+        Exec::Whole => case.run(kernel).expect("run"),
         Exec::Split(cuts) => case.run_split(kernel, &split_ranges(case.numel(), cuts)),
-        Exec::Parallel(t) => case.run_parallel(kernel, *t),
+        Exec::Parallel(t) => case.run_parallel(kernel, *t).expect("run_parallel"),
     }
 }
 
@@ -45,7 +45,7 @@ fn check(case: &Case, exec: &Exec) {
 }
 
 fn check_variants(case: &Case, exec: &Exec, variants: &[Variant]) {
-    let want = case.run(reference());
+    let want = case.run(reference()).expect("run");
     // The reference itself under the split (checks the executor and range contract).
     assert_bits(
         case,
@@ -53,7 +53,7 @@ fn check_variants(case: &Case, exec: &Exec, variants: &[Variant]) {
         &want,
         &format!("reference {exec:?}"),
     );
-    let plan = case.plan();
+    let plan = case.plan().expect("generated cases are valid");
     for v in variants {
         if let Err(e) = v.kernel.supports(&plan) {
             // Backends must accept every valid plan of the standard formula.
@@ -109,11 +109,11 @@ fn generator_covers_the_edges() {
     let mut nan_scale = 0;
     for _ in 0..2000 {
         let c = strat.new_tree(&mut runner).unwrap().current();
-        let shape = &c.src.0.shape;
+        let shape = &c.src.desc.shape;
         ranks[shape.len()] += 1;
         empty += (c.numel() == 0) as usize;
         scalar += shape.is_empty() as usize;
-        strided += (!c.src.0.is_dense() || !c.dst.0.is_dense()) as usize;
+        strided += (!c.src.desc.is_dense() || !c.dst.desc.is_dense()) as usize;
         if let dq::Op::Dynamic(dq::DynamicDequantize {
             group_shape: Some(g),
             ..
@@ -121,8 +121,9 @@ fn generator_covers_the_edges() {
         {
             remainder += shape.iter().zip(g).any(|(&d, &g)| d % g as usize != 0) as usize;
         }
-        if let Some((_, b)) = c.scales.as_ref().filter(|s| s.0.dtype == dq::DType::F16) {
-            nan_scale += b
+        if let Some(s) = c.scales.as_ref().filter(|s| s.desc.dtype == dq::DType::F16) {
+            nan_scale += s
+                .data
                 .chunks(2)
                 .any(|x| half::f16::from_le_bytes([x[0], x[1]]).is_nan())
                 as usize;

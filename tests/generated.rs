@@ -4,49 +4,23 @@
 //! strided src and dst, extreme zero points, NaN/inf/subnormal scales, random
 //! sub-ranges, misaligned dst buffers, and every ISA this machine has.
 
+mod support;
+
 use std::ops::Range;
 
 use dq::arch::Isa;
+use dq::case::OwnedTensor;
 use dq::kernels::Entry;
 use dq::policy::{self, StoreStrategy};
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, GeneratedKernel, Kernel, Op, Plan,
     Reference, Tensor, TensorDesc, TensorMut,
 };
-
-/// xorshift64*: deterministic test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[self.below(v.len())]
-    }
-}
+use support::{Rng, pinned};
 
 /// The standard kernel pinned to every ISA the machine has (loud when one is not).
 fn kernels() -> Vec<(Isa, GeneratedKernel)> {
-    Isa::ALL
-        .into_iter()
-        .filter_map(|isa| match dq::generated::dequantize.with_isa(isa) {
-            Some(k) => Some((isa, k)),
-            None => {
-                eprintln!("SKIPPED: {} not available on this CPU", isa.name());
-                None
-            }
-        })
-        .collect()
+    pinned(standard())
 }
 
 #[derive(Clone, Debug)]
@@ -128,35 +102,35 @@ fn scale_bytes(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
         let v = if rng.below(4) == 0 {
             rng.pick(&special)
         } else {
-            let m = (rng.next() % 2000) as f64 / 1000.0 - 1.0;
+            let m = (rng.next_u64() % 2000) as f64 / 1000.0 - 1.0;
             m * 2f64.powi(rng.below(40) as i32 - 30)
         };
         match t {
             DType::F32 => {
                 let mut b = (v as f32).to_bits();
                 if rng.below(16) == 0 {
-                    b = rng.next() as u32; // any pattern, signalling NaNs included
+                    b = rng.next_u64() as u32; // any pattern, signalling NaNs included
                 }
                 out.extend(b.to_le_bytes());
             }
             DType::F16 => {
                 let mut b = half::f16::from_f64(v).to_bits();
                 if rng.below(8) == 0 {
-                    b = rng.next() as u16;
+                    b = rng.next_u64() as u16;
                 }
                 out.extend(b.to_le_bytes());
             }
             DType::BF16 => {
                 let mut b = half::bf16::from_f64(v).to_bits();
                 if rng.below(8) == 0 {
-                    b = rng.next() as u16;
+                    b = rng.next_u64() as u16;
                 }
                 out.extend(b.to_le_bytes());
             }
             DType::F64 => {
                 let mut b = v.to_bits();
                 if rng.below(16) == 0 {
-                    b = rng.next();
+                    b = rng.next_u64();
                 }
                 out.extend(b.to_le_bytes());
             }
@@ -185,7 +159,7 @@ fn int_bytes(rng: &mut Rng, t: DType, n: usize, extreme: bool) -> Vec<u8> {
                     } else if rng.below(2) == 0 {
                         rng.below(2001) as i32 - 1000
                     } else {
-                        (rng.next() as i32) >> rng.below(12)
+                        (rng.next_u64() as i32) >> rng.below(12)
                     };
                     let v = if extreme {
                         v
@@ -244,8 +218,8 @@ impl Case {
                             DType::S64 if i == 0 || rng.below(2) == 0 => {
                                 rng.pick(&[i64::MIN, i64::MAX, 1 << 40, -(1 << 33), i64::MIN + 1])
                             }
-                            DType::S64 => rng.next() as i64,
-                            _ => (rng.next() as i32 >> rng.below(24)) as i64,
+                            DType::S64 => rng.next_u64() as i64,
+                            _ => (rng.next_u64() as i32 >> rng.below(24)) as i64,
                         })
                         .collect();
                     op = op.zps(zs);
@@ -304,41 +278,28 @@ impl Case {
         let zps = zps_desc
             .as_ref()
             .map(|d| int_bytes(rng, d.dtype, d.numel().unwrap(), self.extreme));
-        let plan = Plan::new(
-            &op,
-            &src_desc,
-            dynamic.then_some(&scales_desc),
-            zps_desc.as_ref(),
-            &dst_desc,
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", self.describe()));
+        let case = dq::case::Case {
+            op,
+            src: OwnedTensor::new(src_desc, src_bytes),
+            scales: dynamic.then(|| OwnedTensor::new(scales_desc, scales)),
+            zps: zps_desc.zip(zps).map(|(d, b)| OwnedTensor::new(d, b)),
+            // Runs write into a misaligned buffer of their own.
+            dst: OwnedTensor::new(dst_desc, Vec::new()),
+        };
+        let plan = case
+            .plan()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.describe()));
         assert_eq!(plan.kernel_key(), self.key, "{}", self.describe());
-        let src = Tensor {
-            desc: src_desc,
-            data: &src_bytes,
-        };
-        let sc = Tensor {
-            desc: scales_desc.clone(),
-            data: &scales,
-        };
-        let zp = zps_desc.clone().map(|desc| Tensor {
-            desc,
-            data: zps.as_deref().unwrap(),
-        });
-        let off = rng.below(5) * d_t.bits() / 8 + rng.below(2);
+        let off = rng.below(5) as usize * d_t.bits() / 8 + rng.below(2) as usize;
         let len = off + d_t.bytes_for(numel).unwrap() + 8;
         let run = |k: &dyn Kernel, ranges: &[std::ops::Range<usize>]| {
             let mut buf = vec![0xa5u8; len];
-            let mut dst = TensorMut {
-                desc: dst_desc.clone(),
-                data: &mut buf[off..],
-            };
-            let mut job = plan
-                .bind(&src, dynamic.then_some(&sc), zp.as_ref(), &mut dst)
-                .unwrap();
-            for r in ranges {
-                job.run_range(k, r.clone()).unwrap();
-            }
+            case.with_job(&plan, &mut buf[off..], |job| {
+                for r in ranges {
+                    job.run_range(k, r.clone()).unwrap();
+                }
+            })
+            .unwrap();
             buf
         };
         let whole = [Range {
@@ -385,7 +346,9 @@ impl Case {
 
 /// `0..n` cut at random points (ranges may be empty or one element).
 fn random_split(rng: &mut Rng, n: usize) -> Vec<std::ops::Range<usize>> {
-    let mut cuts: Vec<usize> = (0..rng.below(6)).map(|_| rng.below(n + 1)).collect();
+    let mut cuts: Vec<usize> = (0..rng.below(6))
+        .map(|_| rng.below(n as u64 + 1) as usize)
+        .collect();
     cuts.extend([0, n]);
     cuts.sort();
     cuts.windows(2).map(|w| w[0]..w[1]).collect()
@@ -469,7 +432,7 @@ fn table_has_every_combination_the_ops_allow() {
 #[test]
 fn every_combination_granularity_and_shape() {
     let ks = kernels();
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let mut cases = 0;
     for e in standard().table() {
         for form in forms(e) {
@@ -509,7 +472,7 @@ fn every_combination_granularity_and_shape() {
 #[test]
 fn lengths_1_to_130_on_every_combination() {
     let ks = kernels();
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     for e in standard().table() {
         for form in forms(e) {
             for n in 1..=130 {
@@ -548,7 +511,7 @@ fn lengths_1_to_130_on_every_combination() {
 #[test]
 fn four_bit_constant_runs_by_table() {
     let ks = kernels();
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let four_bit = |d: DType| matches!(d, DType::S4 | DType::U4);
     for e in standard().table().iter().filter(|e| four_bit(e.src)) {
         for cols in [31, 32, 33, 63, 64, 65, 97, 128, 129, 257] {
@@ -579,7 +542,7 @@ fn four_bit_constant_runs_by_table() {
 #[test]
 fn large_outputs_take_the_streaming_path() {
     let ks = kernels();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let llc = dq::arch::llc_bytes();
     let big = [
         (DType::S8, None, DType::F32, Gran::Channel(1)),

@@ -20,12 +20,13 @@ mod linux {
     use std::ops::Range;
 
     use dq::rules::{AXES, DYNAMIC, STATIC};
+    use dq::case::OwnedTensor;
     use dq::{
         AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Kernel, Op, Plan, Role, Tensor,
         TensorDesc, TensorMut,
     };
 
-    use super::support::cases::{Case, assert_bits, float_bytes, int_bytes};
+    use super::support::cases::{Case, CaseExt, assert_bits, float_bytes, int_bytes};
     use super::support::guard::{Guard, GuardBuf};
     use super::support::{Rng, Variant, all_variants, backend_variants, reference};
 
@@ -66,45 +67,45 @@ mod linux {
             let zps = cfg.zps_t.map(|t| {
                 let zd = TensorDesc::new(t, &cfg.zps_shape);
                 let zb = int_bytes(rng, t, need(&zd));
-                (zd, zb)
+                OwnedTensor::new(zd, zb)
             });
-            (Some((sd, sb)), zps)
+            (Some(OwnedTensor::new(sd, sb)), zps)
         };
         Case {
             op: cfg.op.clone(),
-            src: (src, src_bytes),
+            src: OwnedTensor::new(src, src_bytes),
             scales,
             zps,
-            dst: (dst, dst_bytes),
+            dst: OwnedTensor::new(dst, dst_bytes),
         }
     }
 
     /// Runs `kernel` on `case` with every buffer fenced by `guard`, whole and split.
     pub(super) fn run_guarded(kernel: &dyn Kernel, case: &Case, guard: Guard) -> Vec<Vec<u8>> {
-        let plan = case.plan();
+        let plan = case.plan().expect("valid case");
         let n = case.numel();
         // Whole, then split in two at n / 3.
         let splits = [[0..n, n..n], [0..n / 3, n / 3..n]];
-        let src_buf = GuardBuf::new(&case.src.1, guard);
-        let scales_buf = case.scales.as_ref().map(|(_, b)| GuardBuf::new(b, guard));
-        let zps_buf = case.zps.as_ref().map(|(_, b)| GuardBuf::new(b, guard));
+        let src_buf = GuardBuf::new(&case.src.data, guard);
+        let scales_buf = case.scales.as_ref().map(|t| GuardBuf::new(&t.data, guard));
+        let zps_buf = case.zps.as_ref().map(|t| GuardBuf::new(&t.data, guard));
         let mut outs = Vec::new();
         for ranges in splits {
-            let mut dst_buf = GuardBuf::new(&case.dst.1, guard);
+            let mut dst_buf = GuardBuf::new(&case.dst.data, guard);
             let src = Tensor {
-                desc: case.src.0.clone(),
+                desc: case.src.desc.clone(),
                 data: src_buf.as_slice(),
             };
-            let scales = case.scales.as_ref().map(|(d, _)| Tensor {
-                desc: d.clone(),
+            let scales = case.scales.as_ref().map(|t| Tensor {
+                desc: t.desc.clone(),
                 data: scales_buf.as_ref().unwrap().as_slice(),
             });
-            let zps = case.zps.as_ref().map(|(d, _)| Tensor {
-                desc: d.clone(),
+            let zps = case.zps.as_ref().map(|t| Tensor {
+                desc: t.desc.clone(),
                 data: zps_buf.as_ref().unwrap().as_slice(),
             });
             let mut dst = TensorMut {
-                desc: case.dst.0.clone(),
+                desc: case.dst.desc.clone(),
                 data: dst_buf.as_mut_slice(),
             };
             {
@@ -249,13 +250,13 @@ mod linux {
 
     /// Runs the whole matrix for `variants` over `lengths`.
     pub(super) fn sweep(variants: &[Variant], lengths: impl Iterator<Item = usize>) -> usize {
-        let mut rng = Rng(0x6a09_e667_f3bc_c908);
+        let mut rng = Rng::new(0x6a09_e667_f3bc_c908);
         let mut runs = 0;
         for n in lengths {
             for cfg in configs(n) {
                 let case = case(&cfg, &mut rng);
-                let want = case.run(reference());
-                let plan: Plan = case.plan();
+                let want = case.run(reference()).expect("run");
+                let plan: Plan = case.plan().expect("valid case");
                 for v in variants {
                     if let Err(e) = v.kernel.supports(&plan) {
                         panic!("{} refuses a valid plan: {e}\n{case:?}", v.name);
@@ -296,7 +297,7 @@ mod linux {
     /// non-temporal / streaming stores), with odd tails, against the guard pages.
     #[test]
     fn large_streaming_outputs_stay_inside_guarded_buffers() {
-        let mut rng = Rng(0xbb67_ae85_84ca_a73b);
+        let mut rng = Rng::new(0xbb67_ae85_84ca_a73b);
         let n8 = 10_000_003; // s8 -> f32: 40 MB of dst
         let n4 = 20_000_001; // u4 -> bf16, group 128: 40 MB of dst, odd nibble count
         let configs = [
@@ -323,7 +324,7 @@ mod linux {
         ];
         for cfg in &configs {
             let case = case(cfg, &mut rng);
-            let want = case.run(reference());
+            let want = case.run(reference()).expect("run");
             let (variants, guards) = match backend_variants() {
                 v if v.is_empty() => {
                     eprintln!("SKIPPED: no backend besides the reference; checking it alone");
@@ -384,7 +385,7 @@ mod linux {
 #[test]
 #[ignore = "run by guard_pages_catch_a_one_byte_overrun in a child process"]
 fn probe_overrun_child() {
-    use support::cases::case_strategy;
+    use support::cases::{CaseExt, case_strategy};
     use support::guard::Guard;
     let Ok(mode) = std::env::var("DQ_GUARD_PROBE") else {
         eprintln!("probe_overrun_child: set DQ_GUARD_PROBE to run (it crashes on purpose)");
@@ -406,10 +407,10 @@ fn probe_overrun_child() {
         if case.numel() == 0 {
             continue;
         }
-        let need = case.src.0.required_bytes(dq::Role::Src).unwrap();
-        case.src.1.truncate(need);
-        let need = case.dst.0.required_bytes(dq::Role::Dst).unwrap();
-        case.dst.1.truncate(need);
+        let need = case.src.desc.required_bytes(dq::Role::Src).unwrap();
+        case.src.data.truncate(need);
+        let need = case.dst.desc.required_bytes(dq::Role::Dst).unwrap();
+        case.dst.data.truncate(need);
         linux::run_guarded(kernel, &case, guard);
         break;
     }

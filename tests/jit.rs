@@ -2,6 +2,8 @@
 //! strided views, extreme zero points, special scales, sub-ranges, custom formulas,
 //! randomized shapes (proptest), and the kernel cache.
 
+mod support;
+
 use std::sync::{Arc, Barrier};
 
 use dq::dq_jit::{self, Jit};
@@ -11,21 +13,7 @@ use dq::{
     Reference, STANDARD, Tensor, TensorDesc, TensorMut,
 };
 use proptest::prelude::*;
-
-/// xorshift64*: deterministic test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use support::Rng;
 
 /// Scale values worth hitting: specials plus ordinary values.
 fn scale_value(r: &mut Rng) -> f64 {
@@ -37,7 +25,7 @@ fn scale_value(r: &mut Rng) -> f64 {
         4 => 1e-40, // f32 subnormal
         5 => 3e-8,  // f16 subnormal range
         6 => 65504.0 * 1.5,
-        7 => f64::from_bits(r.next()), // any f64 (rounded into the dtype)
+        7 => f64::from_bits(r.next_u64()), // any f64 (rounded into the dtype)
         _ => (r.below(2001) as f64 - 1000.0) / 97.0,
     }
 }
@@ -54,7 +42,7 @@ fn encode_float(t: DType, v: f64, out: &mut Vec<u8>) {
 /// Random bytes for an integer tensor, with the dtype's extremes planted.
 fn int_bytes(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
     let len = t.bytes_for(n).unwrap();
-    let mut b: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+    let mut b: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
     if t == DType::S32 && n > 0 {
         for (k, v) in [i32::MIN, i32::MAX, i32::MIN + 1, 0]
             .into_iter()
@@ -101,7 +89,7 @@ impl Case {
     /// Runs reference and `jit` on the same data over the full range and a few
     /// sub-ranges, comparing the whole dst buffer (untouched bytes included).
     fn check(&self, jit: &Jit, reference: &Reference, seed: u64) {
-        let mut r = Rng(seed | 1);
+        let mut r = Rng::new(seed | 1);
         let src = int_bytes(self.src.dtype, span(&self.src), &mut r);
         let scales = self
             .scales
@@ -400,7 +388,7 @@ fn extreme_zps(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
                     10 => (1 << 22) - 1,
                     11 => -(1 << 22) + 1,
                     12 => (1 << 24) - 1,
-                    _ => r.next() as i32 >> r.below(32),
+                    _ => r.next_u64() as i32 >> r.below(32),
                 };
                 z.to_le_bytes()
             })
@@ -434,7 +422,7 @@ fn four_bit_table_lookup_matches_reference() {
             }
         }
     }
-    let mut r = Rng(0x1f2e_3d4c);
+    let mut r = Rng::new(0x1f2e_3d4c);
     let run = |c: Case, r: &mut Rng| {
         let src = int_bytes(c.src.dtype, span(&c.src), r);
         let nsc = c.scales.as_ref().unwrap().numel().unwrap();
@@ -707,12 +695,12 @@ fn f16_and_bf16_rounding_over_many_bit_patterns() {
 fn integer_f16_code_matches_reference() {
     let jit = Jit::new(&STANDARD, 64).with_f16_conversion(false);
     let reference = Reference::default();
-    let mut r = Rng(0x16);
+    let mut r = Rng::new(0x16);
     for &src in DYN_SRC {
         for zps in dyn_zps() {
             for shape in [&[5usize, 37][..], &[3, 300], &[130]] {
                 for c in granularities(src, zps, DType::F16, shape) {
-                    c.check(&jit, &reference, r.next());
+                    c.check(&jit, &reference, r.next_u64());
                 }
             }
         }
@@ -731,7 +719,7 @@ fn integer_f16_code_matches_reference() {
                     &[3, cols.div_ceil(g)],
                     false,
                 );
-                c.check(&jit, &reference, r.next());
+                c.check(&jit, &reference, r.next_u64());
             }
         }
     }
@@ -802,7 +790,7 @@ fn bf16_nan_rule_holds_for_pass_through_and_nan_literals() {
             per_tensor_case(DType::S4, None, DType::BF16, &[70]),
         ];
         for c in cases {
-            let mut r = Rng(7);
+            let mut r = Rng::new(7);
             let ns = c.scales.as_ref().unwrap().numel().unwrap();
             // Every third scale a signalling NaN with low payload bits.
             let scales: Vec<u8> = (0..ns)
@@ -810,7 +798,7 @@ fn bf16_nan_rule_holds_for_pass_through_and_nan_literals() {
                     let bits = if i % 3 == 0 {
                         0x7f81u16 | (i as u16 & 0x8000)
                     } else {
-                        r.next() as u16
+                        r.next_u64() as u16
                     };
                     bits.to_le_bytes()
                 })
@@ -1046,7 +1034,7 @@ fn arb_case() -> impl Strategy<Value = (Case, u64)> {
     )
         .prop_map(|(shape, si, di, zi, seed, gran, strided)| {
             let (src, dst, zps) = (DYN_SRC[si], DYN_DST[di], dyn_zps()[zi]);
-            let mut r = Rng(seed | 1);
+            let mut r = Rng::new(seed | 1);
             let cases = granularities(src, zps, dst, &shape);
             let mut c = cases
                 .into_iter()

@@ -5,7 +5,8 @@
 //! Works on any backend of `dq::backends()` whose `Kernel::stats()` is `Some`.
 mod support;
 
-use dq::{DType, DynamicDequantize, Kernel, KernelStats, Plan, Tensor, TensorDesc, TensorMut};
+use dq::case::{Case, OwnedTensor};
+use dq::{DType, DynamicDequantize, Kernel, KernelStats, TensorDesc};
 use support::reference;
 
 /// The process's mapped bytes (`VmSize` in /proc/self/status), when readable.
@@ -21,21 +22,20 @@ fn run_distinct(kernel: &dyn Kernel, i: usize) {
     let shape = [1 + i % 7, 3 + i];
     let n = shape[0] * shape[1];
     let src_b: Vec<u8> = (0..n).map(|x| (x * 37 + i) as u8).collect();
-    let scales: Vec<f32> = (0..shape[1]).map(|c| 0.25 + c as f32).collect();
-    let src = Tensor::from_bytes(DType::U8, &shape, &src_b);
-    let sc = Tensor::from_slice(&scales, &[shape[1]]);
-    let op = DynamicDequantize::per_channel(-1).into();
-    let dst_d = TensorDesc::new(DType::F32, &shape);
-    let plan = Plan::new(&op, &src.desc, Some(&sc.desc), None, &dst_d).unwrap();
-    let run = |k: &dyn Kernel| {
-        let mut out = vec![0u8; n * 4];
-        let mut dst = TensorMut::from_bytes(DType::F32, &shape, &mut out);
-        plan.bind(&src, Some(&sc), None, &mut dst)
-            .unwrap()
-            .run(k)
-            .unwrap();
-        out
+    let scales: Vec<u8> = (0..shape[1])
+        .flat_map(|c| (0.25 + c as f32).to_le_bytes())
+        .collect();
+    let case = Case {
+        op: DynamicDequantize::per_channel(-1).into(),
+        src: OwnedTensor::new(TensorDesc::new(DType::U8, &shape), src_b),
+        scales: Some(OwnedTensor::new(
+            TensorDesc::new(DType::F32, &[shape[1]]),
+            scales,
+        )),
+        zps: None,
+        dst: OwnedTensor::new(TensorDesc::new(DType::F32, &shape), vec![0u8; n * 4]),
     };
+    let run = |k: &dyn Kernel| case.run(k).unwrap();
     assert_eq!(run(kernel), run(reference()), "shape {shape:?}");
 }
 

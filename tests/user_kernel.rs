@@ -4,11 +4,14 @@
 //! UI tests (`tests/ui`) of every diagnostic, and of the execution API refusing,
 //! in safe code, to run overlapping ranges of one job at once.
 
-use dq::arch::Isa;
+mod support;
+
+use dq::case::{Case, OwnedTensor};
 use dq::{
     AxesDequantize, DType, DynamicDequantize, FormulaIr, GeneratedKernel, Kernel, Node, Op, Plan,
     Reference, Tensor, TensorDesc, TensorMut, dequant_kernel,
 };
+use support::{Rng, pinned};
 
 /// A fused variant a user might want: dequantize, then ReLU.
 #[dequant_kernel(src = [s4, u4], zps = [none, u4], dst = [bf16])]
@@ -24,35 +27,10 @@ pub fn everything(q: int, z: int, s: float) {
     min(abs(y), 3.0) - q * 0.25
 }
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-fn pinned(k: &GeneratedKernel) -> Vec<(Isa, GeneratedKernel)> {
-    Isa::ALL
-        .into_iter()
-        .filter_map(|isa| match k.with_isa(isa) {
-            Some(p) => Some((isa, p)),
-            None => {
-                eprintln!("SKIPPED: {} not available on this CPU", isa.name());
-                None
-            }
-        })
-        .collect()
-}
-
 fn random_scales(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
     (0..n)
         .flat_map(|i| {
-            let v = ((rng.next() % 2001) as f32 - 1000.0) / 256.0;
+            let v = ((rng.next_u64() % 2001) as f32 - 1000.0) / 256.0;
             let v = if i % 17 == 3 { f32::NAN } else { v };
             match t {
                 DType::F32 => v.to_le_bytes().to_vec(),
@@ -72,41 +50,41 @@ fn check(
     shape: &[usize],
     ss: &[usize],
 ) {
-    let mut rng = Rng(99 + shape.iter().sum::<usize>() as u64);
+    let mut rng = Rng::new(99 + shape.iter().sum::<usize>() as u64);
     let (s_t, z_t, d_t) = key;
     let n: usize = shape.iter().product();
     let sn: usize = ss.iter().product();
     let src_b: Vec<u8> = (0..s_t.bytes_for(n).unwrap())
-        .map(|_| rng.next() as u8)
+        .map(|_| rng.next_u64() as u8)
         .collect();
     let sc_b = random_scales(&mut rng, d_t, sn);
     let zp_b: Option<Vec<u8>> = z_t.map(|z| {
         let mut b: Vec<u8> = (0..z.bytes_for(sn).unwrap())
-            .map(|_| rng.next() as u8)
+            .map(|_| rng.next_u64() as u8)
             .collect();
         if z == DType::S32 {
             b[..4].copy_from_slice(&i32::MIN.to_le_bytes()); // q - z leaves i32
         }
         b
     });
-    let src = Tensor::from_bytes(s_t, shape, &src_b);
-    let sc = Tensor::from_bytes(d_t, ss, &sc_b);
-    let zp = z_t.map(|z| Tensor::from_bytes(z, ss, zp_b.as_deref().unwrap()));
-    let dst_d = TensorDesc::new(d_t, shape);
-    let plan = Plan::new(
-        op,
-        &src.desc,
-        Some(&sc.desc),
-        zp.as_ref().map(|t| &t.desc),
-        &dst_d,
-    )
-    .unwrap();
+    let case = Case {
+        op: op.clone(),
+        src: OwnedTensor::new(TensorDesc::new(s_t, shape), src_b),
+        scales: Some(OwnedTensor::new(TensorDesc::new(d_t, ss), sc_b)),
+        zps: z_t.map(|z| OwnedTensor::new(TensorDesc::new(z, ss), zp_b.unwrap())),
+        dst: OwnedTensor::new(
+            TensorDesc::new(d_t, shape),
+            vec![0u8; d_t.bytes_for(n).unwrap()],
+        ),
+    };
+    let plan = case.plan().unwrap();
     let run = |kernel: &dyn Kernel| {
-        let mut buf = vec![0u8; d_t.bytes_for(n).unwrap()];
-        let mut dst = TensorMut::from_bytes(d_t, shape, &mut buf);
-        let mut job = plan.bind(&src, Some(&sc), zp.as_ref(), &mut dst).unwrap();
-        job.run_range(kernel, 0..n / 3).unwrap();
-        job.run_range(kernel, n / 3..n).unwrap();
+        let mut buf = case.dst.data.clone();
+        case.with_job(&plan, &mut buf, |job| {
+            job.run_range(kernel, 0..n / 3).unwrap();
+            job.run_range(kernel, n / 3..n).unwrap();
+        })
+        .unwrap();
         buf
     };
     let want = run(&Reference { formula: k.ir() });

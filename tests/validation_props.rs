@@ -207,15 +207,15 @@ fn near_valid_input() -> impl Strategy<Value = Input> {
         .prop_map(|(case, m, (len_delta, threads, backend))| {
             let mut input = Input {
                 op: case.op.clone(),
-                src: case.src.0.clone(),
-                scales: case.scales.as_ref().map(|s| s.0.clone()),
-                zps: case.zps.as_ref().map(|z| z.0.clone()),
-                dst: case.dst.0.clone(),
+                src: case.src.desc.clone(),
+                scales: case.scales.as_ref().map(|s| s.desc.clone()),
+                zps: case.zps.as_ref().map(|z| z.desc.clone()),
+                dst: case.dst.desc.clone(),
                 bind_override: None,
                 len_delta,
                 threads,
                 backend,
-                seed: case.src.1.len() as u64 * 31 + case.dst.1.len() as u64,
+                seed: case.src.data.len() as u64 * 31 + case.dst.data.len() as u64,
             };
             mutate(&mut input, m);
             input
@@ -407,7 +407,7 @@ struct Buffers {
 
 impl Buffers {
     fn new(input: &Input) -> Buffers {
-        let mut rng = Rng(input.seed);
+        let mut rng = Rng::new(input.seed);
         let d = input.len_delta;
         let mut mk = |w: usize, role: Role| {
             let n = buf_len(input.bind_desc(w).as_ref(), role, d[w], &mut rng);

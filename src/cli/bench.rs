@@ -6,12 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use dq::{Backend, DType, Kernel, Op, Plan, Qtype, Role, Tensor, TensorDesc, TensorMut};
+use dq::case::Case;
+use dq::{Backend, DType, Kernel, Op, Plan, Qtype, TensorDesc, TensorMut};
 use serde_json::{Value, json};
 
 use super::args::{BenchArgs, CaseArgs, IntList, OpName, Shape};
-use super::case::Case;
-use super::data::Rng;
+use super::case::CaseFlags;
 use super::error::CliError;
 
 /// Most samples taken per backend.
@@ -52,13 +52,6 @@ impl Row {
     }
 }
 
-/// Generated tensors of a case.
-struct Data {
-    src: Vec<u8>,
-    scales: Option<(TensorDesc, Vec<u8>)>,
-    zps: Option<(TensorDesc, Vec<u8>)>,
-}
-
 /// Runs `dq bench`.
 ///
 /// # Errors
@@ -67,24 +60,11 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     if a.case.threads == 0 {
         return Err(dq::Error::ZeroThreads.into());
     }
-    let (case, static_zps) = bench_case(&a.case)?;
-    let mut rng = Rng::new(a.seed);
-    let (case, data) = generate(case, static_zps, &mut rng)?;
-    let scales = data.scales.as_ref().map(super::io::view);
-    let zps = data.zps.as_ref().map(super::io::view);
-    let src = Tensor {
-        desc: case.src.clone(),
-        data: &data.src,
-    };
-    let plan = Plan::new(
-        &case.op,
-        &src.desc,
-        scales.as_ref().map(|t| &t.desc),
-        zps.as_ref().map(|t| &t.desc),
-        &case.dst,
-    )?;
-    let dst_bytes = case.dst.required_bytes(Role::Dst)?;
-    let call_bytes = data.src.len() + dst_bytes;
+    let (flags, static_zps) = bench_case(&a.case)?;
+    let case = generate(&flags, static_zps, a.seed)?;
+    let plan = case.plan()?;
+    let dst_bytes = case.dst.data.len();
+    let call_bytes = case.src.data.len() + dst_bytes;
     let explicit = !a.backend.is_empty();
     let choices = if explicit {
         a.backend.clone()
@@ -125,15 +105,15 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let mut dsts: Vec<TensorMut> = outs
         .iter_mut()
         .map(|out| TensorMut {
-            desc: case.dst.clone(),
+            desc: case.dst.desc.clone(),
             data: out,
         })
         .collect();
     let mut jobs = Vec::with_capacity(kernels.len());
     for dst in &mut dsts {
-        jobs.push(plan.bind(&src, scales.as_ref(), zps.as_ref(), dst)?);
+        jobs.push(case.bind(&plan, dst)?);
     }
-    let copy_src = rng.bytes(dst_bytes);
+    let copy_src = vec![1u8; dst_bytes];
     let mut copy_dst = vec![0u8; dst_bytes];
     let threads = a.case.threads;
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
@@ -162,7 +142,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     for (row, s) in rows.iter_mut().zip(samples) {
         row.samples = s;
     }
-    let case_json = case_json(&case, &plan, a, data.src.len(), dst_bytes);
+    let case_json = case_json(&flags, &plan, a, case.src.data.len(), dst_bytes);
     if a.json {
         let report = json!({
             "case": case_json,
@@ -242,7 +222,7 @@ fn parallel_copy(src: &[u8], dst: &mut [u8], threads: usize) {
 
 /// The case flags with the bench defaults filled in, and whether the static op
 /// gets generated zero points.
-fn bench_case(a: &CaseArgs) -> Result<(Case, bool), CliError> {
+fn bench_case(a: &CaseArgs) -> Result<(CaseFlags, bool), CliError> {
     let mut a = a.clone();
     if a.op.is_none() {
         // The default case: the int4 weight format of LLM checkpoints.
@@ -272,48 +252,40 @@ fn bench_case(a: &CaseArgs) -> Result<(Case, bool), CliError> {
         }
     }
     let lists = (a.op == Some(OpName::Dequantize)).then(|| (Vec::new(), None));
-    Ok((Case::new(&a, lists)?, static_zps))
+    Ok((CaseFlags::new(&a, lists)?, static_zps))
 }
 
-/// Generates src, scales and zero points for `case` (filling the static op's lists).
-fn generate(mut case: Case, static_zps: bool, rng: &mut Rng) -> Result<(Case, Data), CliError> {
-    let src = rng.ints(case.src.dtype, case.src.required_bytes(Role::Src)?);
-    let pshape = case.param_shape();
-    let n: usize = pshape.iter().product();
-    let (scales, zps) = match &mut case.op {
+/// The case of the flags with data generated from `seed`: scales and zero points of
+/// the shape the flags imply, the static op's lists filled (zero points when
+/// `static_zps`).
+fn generate(flags: &CaseFlags, static_zps: bool, seed: u64) -> Result<Case, CliError> {
+    let pshape = flags.param_shape();
+    let mut op = flags.op.clone();
+    let (scales, zps) = match &mut op {
         Op::Dequantize(o) => {
-            o.scales = rng
-                .scales(DType::F32, n)
-                .chunks(4)
-                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-                .collect();
-            if static_zps {
-                o.zps = Some(
-                    (0..n)
-                        .map(|_| (rng.next_u64() % 201) as i64 - 100)
-                        .collect(),
-                );
-            }
+            o.zps = static_zps.then(Vec::new);
             (None, None)
         }
         op => {
-            let dst_t = case.dst.dtype;
-            let scales = (TensorDesc::new(dst_t, &pshape), rng.scales(dst_t, n));
             let zps_t = match op {
-                Op::Axes(_) => Some(case.zps_type.unwrap_or(case.src.dtype)),
-                _ => case.zps_type,
+                Op::Axes(_) => Some(flags.zps_type.unwrap_or(flags.src.dtype)),
+                _ => flags.zps_type,
             };
-            let zps = zps_t.map(|t| {
-                let bytes = t.bytes_for(n).unwrap_or(0);
-                (TensorDesc::new(t, &pshape), rng.ints(t, bytes))
-            });
-            (Some(scales), zps)
+            let scales = TensorDesc::new(flags.dst.dtype, &pshape);
+            (Some(scales), zps_t.map(|t| TensorDesc::new(t, &pshape)))
         }
     };
-    Ok((case, Data { src, scales, zps }))
+    let (src, dst) = (flags.src.clone(), flags.dst.clone());
+    Ok(Case::generate(op, src, scales, zps, dst, seed)?)
 }
 
-fn case_json(case: &Case, plan: &Plan, a: &BenchArgs, src_bytes: usize, dst_bytes: usize) -> Value {
+fn case_json(
+    case: &CaseFlags,
+    plan: &Plan,
+    a: &BenchArgs,
+    src_bytes: usize,
+    dst_bytes: usize,
+) -> Value {
     let (qtype, axis, group_shape, axes) = match &case.op {
         Op::Dequantize(o) => (Some(o.qtype), Some(o.axis), None, None),
         Op::Dynamic(o) => (Some(o.qtype), Some(o.axis), o.group_shape.clone(), None),

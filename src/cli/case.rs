@@ -9,9 +9,10 @@ use dq::{
 use super::args::{CaseArgs, OpName};
 use super::error::CliError;
 
-/// One dequantization case, before its scales / zero points are attached.
+/// One dequantization case as the flags spell it: the op and descriptors, before
+/// any data is attached.
 #[derive(Clone, Debug)]
-pub struct Case {
+pub struct CaseFlags {
     /// The op as spelled on the command line.
     pub op_name: OpName,
     /// The op descriptor (for the static op: with its scales and zps lists).
@@ -27,12 +28,12 @@ pub struct Case {
 /// The static op's attribute lists.
 pub type StaticLists = (Vec<f32>, Option<Vec<i64>>);
 
-impl Case {
+impl CaseFlags {
     /// Builds the case. `lists` are the static op's scales and zero points.
     ///
     /// # Errors
     /// A missing required flag, or a flag the op does not take.
-    pub fn new(a: &CaseArgs, lists: Option<StaticLists>) -> Result<Case, CliError> {
+    pub fn new(a: &CaseArgs, lists: Option<StaticLists>) -> Result<CaseFlags, CliError> {
         let op_name = a.op.ok_or(CliError::Usage("--op is required".into()))?;
         let missing = |flag| CliError::MissingFlag {
             flag,
@@ -46,7 +47,7 @@ impl Case {
         src.strides = a.src_strides.clone().map(|s| s.0);
         let mut dst = TensorDesc::new(dst_t, &shape);
         dst.strides = a.dst_strides.clone().map(|s| s.0);
-        Ok(Case {
+        Ok(CaseFlags {
             op_name,
             op,
             src,

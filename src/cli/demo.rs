@@ -5,10 +5,10 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use dq::{DType, DynamicDequantize, Op, Plan, Reference, Role, Tensor, TensorDesc, TensorMut};
+use dq::case::Case;
+use dq::{DType, DynamicDequantize, Op, Reference, TensorDesc};
 
 use super::args::DemoArgs;
-use super::data::Rng;
 use super::error::CliError;
 
 /// Timed runs per case.
@@ -63,42 +63,25 @@ pub fn demo(a: &DemoArgs) -> Result<ExitCode, CliError> {
     );
     let mut all_ok = true;
     for (i, c) in cases().iter().enumerate() {
-        let mut rng = Rng::new(i as u64 + 1);
-        let src = TensorDesc::new(c.src, &[n, n]);
-        let dst = TensorDesc::new(c.dst, &[n, n]);
         let sshape = (c.scales)(n);
-        let sn: usize = sshape.iter().product();
-        let src_data = rng.ints(c.src, src.required_bytes(Role::Src)?);
-        let scales = (TensorDesc::new(c.dst, &sshape), rng.scales(c.dst, sn));
-        let zps = c.zps.map(|t| {
-            let d = TensorDesc::new(t, &sshape);
-            let bytes = d.required_bytes(Role::Zps).unwrap_or(0);
-            (d, rng.ints(t, bytes))
-        });
-        let plan = Plan::new(
-            &c.op,
-            &src,
-            Some(&scales.0),
-            zps.as_ref().map(|z| &z.0),
-            &dst,
+        let case = Case::generate(
+            c.op.clone(),
+            TensorDesc::new(c.src, &[n, n]),
+            Some(TensorDesc::new(c.dst, &sshape)),
+            c.zps.map(|t| TensorDesc::new(t, &sshape)),
+            TensorDesc::new(c.dst, &[n, n]),
+            i as u64 + 1,
         )?;
+        let plan = case.plan()?;
         let kernel = dq::backends().select(a.backend, &plan)?;
-        let (st, zt) = (super::io::view(&scales), zps.as_ref().map(super::io::view));
-        let srct = Tensor {
-            desc: src,
-            data: &src_data,
-        };
-        let dst_bytes = dst.required_bytes(Role::Dst)?;
+        let (src_bytes, dst_bytes) = (case.src.data.len(), case.dst.data.len());
         let run = |k: &dyn dq::Kernel, threads: usize| -> Result<(Vec<u8>, f64), CliError> {
             let mut out = vec![0u8; dst_bytes];
-            let mut d = TensorMut {
-                desc: dst.clone(),
-                data: &mut out,
-            };
-            let mut job = plan.bind(&srct, Some(&st), zt.as_ref(), &mut d)?;
-            let start = Instant::now();
-            job.run_parallel(k, threads)?;
-            let secs = start.elapsed().as_secs_f64();
+            let secs = case.with_job(&plan, &mut out, |job| {
+                let start = Instant::now();
+                job.run_parallel(k, threads)
+                    .map(|()| start.elapsed().as_secs_f64())
+            })??;
             Ok((out, secs))
         };
         let mut times = Vec::new();
@@ -117,12 +100,12 @@ pub fn demo(a: &DemoArgs) -> Result<ExitCode, CliError> {
         let (want, ref_secs) = run(&Reference::default(), threads)?;
         let ok = out == want;
         all_ok &= ok;
-        let gbps = (src_data.len() + dst_bytes) as f64 / median / 1e9;
+        let gbps = (src_bytes + dst_bytes) as f64 / median / 1e9;
         println!("case {}: {}", i + 1, c.title);
         println!(
             "  {} elements, {} src + {} dst bytes; backend {}: {:.2} ms median of {reps} ({gbps:.2} GB/s src+dst)",
             plan.numel(),
-            src_data.len(),
+            src_bytes,
             dst_bytes,
             kernel.name(),
             median * 1e3,

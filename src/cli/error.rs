@@ -1,6 +1,6 @@
 //! Errors of the command-line tool. Every one is printed as one line and exits with 2.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use dq::DType;
 
@@ -66,12 +66,12 @@ pub enum CliError {
         what: String,
     },
     /// A malformed .npy file.
-    #[error("{path}: bad .npy file: {reason}", path = path.display())]
+    #[error("{path}: bad .npy file: {source}", path = path.display())]
     Npy {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        source: dq::npy::Error,
     },
     /// A .npy dtype that differs from the one the flags say.
     #[error("{path}: .npy holds {got} but {flag} is {expected}", path = path.display())]
@@ -103,4 +103,21 @@ pub enum CliError {
         /// The dtype.
         dtype: DType,
     },
+}
+
+impl CliError {
+    /// A `.npy` reading error of `path`: I/O errors as [`CliError::Io`], the rest as
+    /// [`CliError::Npy`].
+    pub fn npy(path: &Path, e: dq::npy::Error) -> CliError {
+        match e {
+            dq::npy::Error::Io(source) => CliError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            source => CliError::Npy {
+                path: path.to_owned(),
+                source,
+            },
+        }
+    }
 }

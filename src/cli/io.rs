@@ -4,10 +4,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dq::DType;
+use dq::{DType, npy};
 
 use super::error::CliError;
-use super::npy;
 
 /// The two file formats, chosen by extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +61,7 @@ pub fn read_tensor(path: &Path) -> Result<FileTensor, CliError> {
             (None, None, data)
         }
         Format::Npy => {
-            let n = npy::read(path)?;
+            let n = npy::read(path).map_err(|e| CliError::npy(path, e))?;
             (Some(n.dtype), Some(n.shape), n.data)
         }
     };
@@ -152,12 +151,4 @@ pub fn write_output(
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
-}
-
-/// A tensor view over an owned descriptor and buffer.
-pub fn view(t: &(dq::TensorDesc, Vec<u8>)) -> dq::Tensor<'_> {
-    dq::Tensor {
-        desc: t.0.clone(),
-        data: &t.1,
-    }
 }

@@ -9,12 +9,10 @@
 mod args;
 mod bench;
 mod case;
-mod data;
 mod demo;
 mod error;
 mod io;
 mod model;
-mod npy;
 mod run;
 
 use std::process::ExitCode;

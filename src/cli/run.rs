@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
-use dq::{DType, Plan, Role, Tensor, TensorDesc, TensorMut};
+use dq::case::{Case, OwnedTensor};
+use dq::{DType, Plan, Role, TensorDesc};
 
 use super::args::{OpName, RunArgs};
-use super::case::Case;
+use super::case::CaseFlags;
 use super::error::CliError;
 use super::io::{self, FileTensor, Format};
 
@@ -28,60 +29,63 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     } else {
         None
     };
-    let case = Case::new(&a.case, lists)?;
-    if case.op_name == OpName::Dynamic && case.zps_type.is_some() && a.zps.is_none() {
+    let flags = CaseFlags::new(&a.case, lists)?;
+    if flags.op_name == OpName::Dynamic && flags.zps_type.is_some() && a.zps.is_none() {
         return Err(CliError::Usage(
             "--zps-type is given but --zps is not".into(),
         ));
     }
-    io::check_output(output, case.dst.dtype)?;
-    prevalidate(&case)?;
+    io::check_output(output, flags.dst.dtype)?;
+    prevalidate(&flags)?;
 
-    let src_data = read_src(&case, input)?;
-    let (scales, zps) = if case.op_name == OpName::Dequantize {
+    let zps = a.zps.as_deref().map(Path::new);
+    let mut case = read_case(&flags, input, Path::new(scales_arg), zps)?;
+    let plan = case.plan()?;
+    let kernel = dq::backends().select(a.backend, &plan)?;
+    // The output is allocated once the plan is valid and a backend chosen.
+    // A tiny broadcast src can ask for a huge dst: refuse it instead of aborting.
+    let n = case.dst.desc.required_bytes(Role::Dst)?;
+    let out = &mut case.dst.data;
+    out.try_reserve_exact(n)
+        .map_err(|_| CliError::Usage(format!("cannot allocate {n} bytes for the output")))?;
+    out.resize(n, 0);
+    case.run_in_place(&plan, kernel, a.case.threads)?;
+
+    let (dst, out) = (&case.dst.desc, &case.dst.data);
+    let out_shape = if dst.is_dense() {
+        dst.shape.clone()
+    } else {
+        vec![out.len() * 8 / dst.dtype.bits()]
+    };
+    io::write_output(output, dst.dtype, &out_shape, out)
+}
+
+/// Reads the case's files: src, and the scales and zero points of a dynamic or axes
+/// op. The dst buffer is left empty.
+fn read_case(
+    flags: &CaseFlags,
+    input: &Path,
+    scales: &Path,
+    zps: Option<&Path>,
+) -> Result<Case, CliError> {
+    let src = OwnedTensor::new(flags.src.clone(), read_src(flags, input)?);
+    let (scales, zps) = if flags.op_name == OpName::Dequantize {
         (None, None)
     } else {
-        let scales = read_param(&case, Role::Scales, Path::new(scales_arg))?;
-        let zps = match a.zps.as_deref() {
-            Some(z) => Some(read_param(&case, Role::Zps, Path::new(z))?),
+        let scales = read_param(flags, Role::Scales, scales)?;
+        let zps = match zps {
+            Some(z) => Some(read_param(flags, Role::Zps, z)?),
             None => None,
         };
         (Some(scales), zps)
     };
-    let scales = scales.as_ref().map(super::io::view);
-    let zps = zps.as_ref().map(super::io::view);
-    let src = Tensor {
-        desc: case.src.clone(),
-        data: &src_data,
-    };
-
-    let plan = Plan::new(
-        &case.op,
-        &src.desc,
-        scales.as_ref().map(|t| &t.desc),
-        zps.as_ref().map(|t| &t.desc),
-        &case.dst,
-    )?;
-    let kernel = dq::backends().select(a.backend, &plan)?;
-    // A tiny broadcast src can ask for a huge dst: refuse it instead of aborting.
-    let n = case.dst.required_bytes(Role::Dst)?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(n)
-        .map_err(|_| CliError::Usage(format!("cannot allocate {n} bytes for the output")))?;
-    out.resize(n, 0);
-    let mut dst = TensorMut {
-        desc: case.dst.clone(),
-        data: &mut out,
-    };
-    plan.bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)?
-        .run_parallel(kernel, a.case.threads)?;
-
-    let out_shape = if case.dst.is_dense() {
-        case.dst.shape.clone()
-    } else {
-        vec![out.len() * 8 / case.dst.dtype.bits()]
-    };
-    io::write_output(output, case.dst.dtype, &out_shape, &out)
+    Ok(Case {
+        op: flags.op.clone(),
+        src,
+        scales,
+        zps,
+        dst: OwnedTensor::new(flags.dst.clone(), Vec::new()),
+    })
 }
 
 /// A static op's list: `""` is the empty list (per_channel over a zero-sized axis).
@@ -99,7 +103,7 @@ fn static_list<T>(
 /// Validates the flags before any file is read, with the scales and zero points the
 /// case needs (a valid case accepts these whatever its files hold), so that a broken
 /// rule is reported as such rather than as a file that does not fit it.
-fn prevalidate(case: &Case) -> Result<(), CliError> {
+fn prevalidate(case: &CaseFlags) -> Result<(), CliError> {
     if case.op_name == OpName::Dequantize {
         Plan::new(&case.op, &case.src, None, None, &case.dst)?;
         return Ok(());
@@ -113,7 +117,7 @@ fn prevalidate(case: &Case) -> Result<(), CliError> {
 
 /// Reads the src file. A dense `.bin` must have exactly the size of the shape; a
 /// too-short file is left to [`Plan::bind`] to report.
-fn read_src(case: &Case, path: &Path) -> Result<Vec<u8>, CliError> {
+fn read_src(case: &CaseFlags, path: &Path) -> Result<Vec<u8>, CliError> {
     let f = io::read_tensor(path)?;
     let dtype = case.src.dtype;
     if f.format == Format::Npy {
@@ -143,7 +147,7 @@ fn read_src(case: &Case, path: &Path) -> Result<Vec<u8>, CliError> {
 
 /// Errors unless a `.npy` holds `want` (and NumPy has `want` at all).
 fn check_npy_dtype(f: &FileTensor, want: DType, flag: &'static str) -> Result<(), CliError> {
-    if super::npy::descr(want).is_none() {
+    if dq::npy::descr(want).is_none() {
         return Err(CliError::NoNumpyDType {
             path: f.path.clone(),
             dtype: want,
@@ -166,7 +170,7 @@ fn check_npy_dtype(f: &FileTensor, want: DType, flag: &'static str) -> Result<()
 /// dst dtype (scales) or [`Case::bin_zps_type`] (zps),
 /// and the shape the case needs; a single zero point is read as a broadcast `[1]`.
 /// A size that fits neither is passed on as a 1-D shape so validation names the rule.
-fn read_param(case: &Case, role: Role, path: &Path) -> Result<(TensorDesc, Vec<u8>), CliError> {
+fn read_param(case: &CaseFlags, role: Role, path: &Path) -> Result<OwnedTensor, CliError> {
     let flag = if role == Role::Scales {
         "scales"
     } else {
@@ -191,7 +195,7 @@ fn read_param(case: &Case, role: Role, path: &Path) -> Result<(TensorDesc, Vec<u
             check_npy_dtype(&f, want, "--zps-type")?;
         }
         let shape = f.shape.expect("npy has a shape");
-        return Ok((TensorDesc::new(dtype, &shape), f.data));
+        return Ok(OwnedTensor::new(TensorDesc::new(dtype, &shape), f.data));
     }
     let dtype = match role {
         Role::Scales => case.dst.dtype,
@@ -232,5 +236,5 @@ fn read_param(case: &Case, role: Role, path: &Path) -> Result<(TensorDesc, Vec<u
         }
         vec![len / w]
     };
-    Ok((TensorDesc::new(dtype, &shape), f.data))
+    Ok(OwnedTensor::new(TensorDesc::new(dtype, &shape), f.data))
 }

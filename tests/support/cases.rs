@@ -1,17 +1,19 @@
 //! Random valid cases: every op kind, the dtype combinations of SPEC section 4, rank
 //! 0-6 shapes with zero-sized dims, every granularity, strided views, and data bytes
-//! that hit NaN/inf/subnormal scales and extreme zero points.
+//! that hit NaN/inf/subnormal scales and extreme zero points; running a case split
+//! over threads.
 
 use std::ops::Range;
 
 use dq::rules::{AXES, DYNAMIC, STATIC};
+pub use dq::case::Case;
+use dq::case::OwnedTensor;
 use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, OpKind, Plan, Role, Tensor,
-    TensorDesc, TensorMut,
+    AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, OpKind, Role, TensorDesc,
 };
 use proptest::prelude::*;
 
-use super::{Rng, hex};
+use super::Rng;
 
 /// Granularity of a generated case (raw choices, fitted to the shape later).
 #[derive(Clone, Debug)]
@@ -67,45 +69,6 @@ pub struct Shape {
     pub mode: u8,
     /// Seed for every byte.
     pub seed: u64,
-}
-
-/// A fully materialised case.
-#[derive(Clone)]
-pub struct Case {
-    /// The op.
-    pub op: Op,
-    /// Src view and bytes.
-    pub src: (TensorDesc, Vec<u8>),
-    /// Scales view and bytes (dynamic/axes ops).
-    pub scales: Option<(TensorDesc, Vec<u8>)>,
-    /// Zero-point view and bytes.
-    pub zps: Option<(TensorDesc, Vec<u8>)>,
-    /// Dst view and its initial (sentinel) bytes.
-    pub dst: (TensorDesc, Vec<u8>),
-}
-
-impl std::fmt::Debug for Case {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "Case {{ op: {:?}", self.op)?;
-        writeln!(
-            f,
-            "  src: {} {}",
-            self.src.0.describe(),
-            hex(&self.src.1, 256)
-        )?;
-        if let Some((d, b)) = &self.scales {
-            writeln!(f, "  scales: {} {}", d.describe(), hex(b, 256))?;
-        }
-        if let Some((d, b)) = &self.zps {
-            writeln!(f, "  zps: {} {}", d.describe(), hex(b, 256))?;
-        }
-        write!(
-            f,
-            "  dst: {} ({} bytes) }}",
-            self.dst.0.describe(),
-            self.dst.1.len()
-        )
-    }
 }
 
 /// Max elements of a generated shape of each rank (keeps the cases fast).
@@ -228,7 +191,7 @@ pub fn strides_for(shape: &[usize], layout: &Layout) -> Option<Vec<usize>> {
 impl Shape {
     /// Fits the raw choices to the shape and fills every buffer from the seed.
     pub fn materialize(self) -> Case {
-        let mut rng = Rng(self.seed);
+        let mut rng = Rng::new(self.seed);
         let rank = self.shape.len();
         let shape = &self.shape;
         let (op, src_t, dst_t, zps_t, scale_shape, zps_shape): (Op, _, _, _, Vec<usize>, _);
@@ -326,16 +289,16 @@ impl Shape {
             let zps = zps_t.map(|t| {
                 let zd = TensorDesc::new(t, &zps_shape);
                 let zb = int_bytes(&mut rng, t, needed(&zd));
-                (zd, zb)
+                OwnedTensor::new(zd, zb)
             });
-            (Some((sd, sb)), zps)
+            (Some(OwnedTensor::new(sd, sb)), zps)
         };
         Case {
             op,
-            src: (src, src_bytes),
+            src: OwnedTensor::new(src, src_bytes),
             scales,
             zps,
-            dst: (dst, dst_bytes),
+            dst: OwnedTensor::new(dst, dst_bytes),
         }
     }
 }
@@ -469,63 +432,25 @@ pub fn float_bytes(rng: &mut Rng, t: DType, n: usize, mode: u8) -> Vec<u8> {
     out
 }
 
-impl Case {
-    /// The validated plan (generated cases are valid by construction).
-    pub fn plan(&self) -> Plan {
-        Plan::new(
-            &self.op,
-            &self.src.0,
-            self.scales.as_ref().map(|s| &s.0),
-            self.zps.as_ref().map(|z| &z.0),
-            &self.dst.0,
-        )
-        .unwrap_or_else(|e| panic!("generated case must be valid: {e}\n{self:?}"))
-    }
-
+/// What the tests add to [`Case`].
+pub trait CaseExt {
     /// Number of elements.
-    pub fn numel(&self) -> usize {
-        self.src.0.numel().unwrap()
-    }
-
-    /// Binds the case's buffers (dst starts as the sentinel bytes) and calls `f`.
-    pub fn with_job<R>(&self, plan: &Plan, f: impl FnOnce(&mut dq::Job<'_>) -> R) -> (R, Vec<u8>) {
-        let mut out = self.dst.1.clone();
-        let src = Tensor {
-            desc: self.src.0.clone(),
-            data: &self.src.1,
-        };
-        let scales = self.scales.as_ref().map(|(d, b)| Tensor {
-            desc: d.clone(),
-            data: b,
-        });
-        let zps = self.zps.as_ref().map(|(d, b)| Tensor {
-            desc: d.clone(),
-            data: b,
-        });
-        let mut dst = TensorMut {
-            desc: self.dst.0.clone(),
-            data: &mut out,
-        };
-        let r = {
-            let mut job = plan
-                .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
-                .unwrap_or_else(|e| panic!("generated buffers must bind: {e}"));
-            f(&mut job)
-        };
-        (r, out)
-    }
-
-    /// Runs `kernel` over everything on the caller's thread.
-    pub fn run(&self, kernel: &dyn Kernel) -> Vec<u8> {
-        let plan = self.plan();
-        self.with_job(&plan, |j| j.run(kernel).expect("run")).1
-    }
+    fn numel(&self) -> usize;
 
     /// Runs `kernel` over `ranges` (contiguous, in order, covering `0..numel`), each
     /// a part of the job (`JobPart`) on its own thread at the same time.
-    pub fn run_split(&self, kernel: &dyn Kernel, ranges: &[Range<usize>]) -> Vec<u8> {
-        let plan = self.plan();
-        self.with_job(&plan, |job| {
+    fn run_split(&self, kernel: &dyn Kernel, ranges: &[Range<usize>]) -> Vec<u8>;
+}
+
+impl CaseExt for Case {
+    fn numel(&self) -> usize {
+        self.src.desc.numel().unwrap()
+    }
+
+    fn run_split(&self, kernel: &dyn Kernel, ranges: &[Range<usize>]) -> Vec<u8> {
+        let plan = self.plan().expect("generated cases are valid");
+        let mut out = self.dst.data.clone();
+        self.with_job(&plan, &mut out, |job| {
             let mut rest = job.as_part();
             let mut parts = Vec::new();
             for r in ranges {
@@ -541,16 +466,8 @@ impl Case {
                 }
             })
         })
-        .1
-    }
-
-    /// Runs `kernel` through `Job::run_parallel` on `threads` threads.
-    pub fn run_parallel(&self, kernel: &dyn Kernel, threads: usize) -> Vec<u8> {
-        let plan = self.plan();
-        self.with_job(&plan, |j| {
-            j.run_parallel(kernel, threads).expect("run_parallel")
-        })
-        .1
+        .expect("generated buffers bind");
+        out
     }
 }
 
@@ -569,12 +486,12 @@ pub fn assert_bits(case: &Case, got: &[u8], want: &[u8], what: &str) {
     if got == want {
         return;
     }
-    let w = case.dst.0.dtype.bits() / 8;
+    let w = case.dst.desc.dtype.bits() / 8;
     let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
     let e = i / w;
     panic!(
-        "{what}: dst differs at byte {i} (element slot {e}): got {} want {}\n{case:?}",
-        hex(&got[e * w..(e * w + w).min(got.len())], 16),
-        hex(&want[e * w..(e * w + w).min(want.len())], 16),
+        "{what}: dst differs at byte {i} (element slot {e}): got {:02x?} want {:02x?}\n{case:?}",
+        &got[e * w..(e * w + w).min(got.len())],
+        &want[e * w..(e * w + w).min(want.len())],
     );
 }

@@ -704,6 +704,7 @@ pub unsafe fn run_avx512<S: IntType, D: FloatType, F: Formula>(job: &Job<'_>, ra
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::Isa;
 
     /// f32 inputs around every 16-bit result pattern: the value, its f32
     /// neighbours, the ties with the next pattern and their neighbours.

@@ -1,20 +1,131 @@
-//! A small, strict `.npy` reader and writer (NumPy format versions 1.0, 2.0, 3.0).
+//! A small, strict `.npy` reader and writer (NumPy format versions 1.0, 2.0, 3.0),
+//! used by the CLI and the tests.
 //!
 //! Only little-endian, C-order arrays of the dtypes dq uses that NumPy has
 //! (`i1 u1 i4 i8 f2 f4 f8`). The header's declared size is checked against the file
 //! size before anything is allocated, so a forged header cannot cause a huge allocation.
+//!
+//! ```
+//! use dq::{DType, npy};
+//! let file = npy::encode(DType::F32, &[2], &[0, 0, 128, 63, 0, 0, 0, 64]).unwrap();
+//! let path = std::env::temp_dir().join(format!("dq-npy-doc-{}.npy", std::process::id()));
+//! std::fs::write(&path, &file).unwrap();
+//! let a = npy::read(&path)?;
+//! std::fs::remove_file(&path).unwrap();
+//! assert_eq!((a.dtype, a.shape), (DType::F32, vec![2]));
+//! assert_eq!(a.data, [0, 0, 128, 63, 0, 0, 0, 64]);
+//! # Ok::<(), npy::Error>(())
+//! ```
 
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use dq::DType;
-
-use super::error::CliError;
+use crate::DType;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// Longest header accepted (NumPy itself writes a few hundred bytes).
 const MAX_HEADER: usize = 1 << 16;
+
+/// What is wrong with a `.npy` file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading the file failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Fewer than the 8 bytes of magic string and version.
+    #[error("file too short for the magic string")]
+    TooShort,
+    /// The file does not start with `\x93NUMPY`.
+    #[error("missing the \\x93NUMPY magic string")]
+    Magic,
+    /// The file ends inside the header length.
+    #[error("truncated header length")]
+    TruncatedHeaderLength,
+    /// A format version other than 1.0, 2.0 or 3.0.
+    #[error("unsupported format version {major}.{minor}")]
+    Version {
+        /// Major version byte.
+        major: u8,
+        /// Minor version byte.
+        minor: u8,
+    },
+    /// A header longer than the file (or than 64 KiB).
+    #[error("header length {len} does not fit the file ({file_len} bytes)")]
+    HeaderLength {
+        /// Declared header length.
+        len: usize,
+        /// File size.
+        file_len: u64,
+    },
+    /// A header that is not UTF-8.
+    #[error("header is not text")]
+    HeaderNotText,
+    /// A header dict that does not parse.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// A shape whose element count overflows.
+    #[error("shape {shape:?} overflows")]
+    ShapeOverflow {
+        /// The declared shape.
+        shape: Vec<usize>,
+    },
+    /// Data bytes that differ from what the header declares.
+    #[error("header declares {dtype}{shape:?} = {declared} data bytes, the file holds {held}")]
+    DataSize {
+        /// Declared dtype.
+        dtype: DType,
+        /// Declared shape.
+        shape: Vec<usize>,
+        /// Bytes the header declares.
+        declared: usize,
+        /// Bytes after the header.
+        held: u64,
+    },
+}
+
+/// What is wrong with a header dict (`{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// A `descr` dq does not read.
+    #[error("unsupported dtype descr '{0}'")]
+    Descr(String),
+    /// A multi-byte `descr` that is not little-endian.
+    #[error("unsupported dtype descr '{0}' (only little-endian is supported)")]
+    ByteOrder(String),
+    /// A key other than `descr`, `fortran_order` and `shape`.
+    #[error("unexpected header key '{0}'")]
+    UnexpectedKey(String),
+    /// One of the three keys is absent.
+    #[error("header has no '{0}'")]
+    MissingKey(&'static str),
+    /// `fortran_order: True`.
+    #[error("Fortran-order arrays are not supported")]
+    FortranOrder,
+    /// Text after the closing brace.
+    #[error("trailing text after the header dict")]
+    TrailingText,
+    /// A punctuation character was expected.
+    #[error("expected '{expected}' at header byte {at}")]
+    Expected {
+        /// The character.
+        expected: char,
+        /// Byte offset in the header.
+        at: usize,
+    },
+    /// A quoted string was expected.
+    #[error("expected a string at header byte {0}")]
+    ExpectedString(usize),
+    /// A string without its closing quote.
+    #[error("unterminated string in header")]
+    UnterminatedString,
+    /// `True` or `False` was expected.
+    #[error("expected True or False at header byte {0}")]
+    ExpectedBool(usize),
+    /// A shape entry that is not a non-negative integer.
+    #[error("bad shape entry at header byte {0}")]
+    ShapeEntry(usize),
+}
 
 /// A loaded array: dtype, shape and raw little-endian data.
 #[derive(Debug)]
@@ -41,7 +152,7 @@ pub fn descr(dtype: DType) -> Option<&'static str> {
     })
 }
 
-fn parse_descr(d: &str) -> Result<DType, String> {
+fn parse_descr(d: &str) -> Result<DType, HeaderError> {
     let (order, code) = d.split_at(d.len().min(1));
     let dtype = match code {
         "i1" => DType::S8,
@@ -51,83 +162,90 @@ fn parse_descr(d: &str) -> Result<DType, String> {
         "f2" => DType::F16,
         "f4" => DType::F32,
         "f8" => DType::F64,
-        _ => return Err(format!("unsupported dtype descr '{d}'")),
+        _ => return Err(HeaderError::Descr(d.into())),
     };
     let one_byte = matches!(dtype, DType::S8 | DType::U8);
     match order {
         "<" => Ok(dtype),
         "|" | "=" if one_byte => Ok(dtype),
-        _ => Err(format!(
-            "unsupported dtype descr '{d}' (only little-endian is supported)"
-        )),
+        _ => Err(HeaderError::ByteOrder(d.into())),
     }
 }
 
 /// Reads a `.npy` file.
 ///
 /// # Errors
-/// [`CliError::Io`] or [`CliError::Npy`] naming what is wrong.
-pub fn read(path: &Path) -> Result<Npy, CliError> {
-    let io = |source| CliError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let bad = |reason: String| CliError::Npy {
-        path: path.to_owned(),
-        reason,
-    };
-    let mut f = File::open(path).map_err(io)?;
-    let file_len = f.metadata().map_err(io)?.len();
+/// [`Error::Io`] when the file cannot be read, another [`Error`] naming what is wrong
+/// with its contents.
+pub fn read(path: &Path) -> Result<Npy, Error> {
+    let mut f = File::open(path)?;
+    let file_len = f.metadata()?.len();
     let mut pre = [0u8; 8];
-    f.read_exact(&mut pre)
-        .map_err(|_| bad("file too short for the magic string".into()))?;
+    f.read_exact(&mut pre).map_err(|_| Error::TooShort)?;
     if &pre[..6] != MAGIC {
-        return Err(bad("missing the \\x93NUMPY magic string".into()));
+        return Err(Error::Magic);
     }
     let hlen = match pre[6] {
         1 => {
             let mut b = [0u8; 2];
             f.read_exact(&mut b)
-                .map_err(|_| bad("truncated header length".into()))?;
+                .map_err(|_| Error::TruncatedHeaderLength)?;
             u16::from_le_bytes(b) as usize
         }
         2 | 3 => {
             let mut b = [0u8; 4];
             f.read_exact(&mut b)
-                .map_err(|_| bad("truncated header length".into()))?;
+                .map_err(|_| Error::TruncatedHeaderLength)?;
             u32::from_le_bytes(b) as usize
         }
-        v => return Err(bad(format!("unsupported format version {v}.{}", pre[7]))),
+        major => {
+            return Err(Error::Version {
+                major,
+                minor: pre[7],
+            });
+        }
     };
     let prefix = if pre[6] == 1 { 10 } else { 12 };
     if hlen > MAX_HEADER || (prefix + hlen) as u64 > file_len {
-        return Err(bad(format!(
-            "header length {hlen} does not fit the file ({file_len} bytes)"
-        )));
+        return Err(Error::HeaderLength {
+            len: hlen,
+            file_len,
+        });
     }
     let mut header = vec![0u8; hlen];
-    f.read_exact(&mut header).map_err(io)?;
-    let header = std::str::from_utf8(&header).map_err(|_| bad("header is not text".into()))?;
-    let (dtype, shape) = parse_header(header).map_err(bad)?;
-    let bytes = shape
+    f.read_exact(&mut header)?;
+    let header = std::str::from_utf8(&header).map_err(|_| Error::HeaderNotText)?;
+    let (dtype, shape) = parse_header(header)?;
+    let Some(declared) = shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .and_then(|n| dtype.bytes_for(n))
-        .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
-    let have = file_len - (prefix + hlen) as u64;
-    if bytes as u64 != have {
-        return Err(bad(format!(
-            "header declares {dtype}{shape:?} = {bytes} data bytes, the file holds {have}"
-        )));
+    else {
+        return Err(Error::ShapeOverflow { shape });
+    };
+    let held = file_len - (prefix + hlen) as u64;
+    if declared as u64 != held {
+        return Err(Error::DataSize {
+            dtype,
+            shape,
+            declared,
+            held,
+        });
     }
-    let mut data = vec![0u8; bytes];
-    f.read_exact(&mut data).map_err(io)?;
+    let mut data = vec![0u8; declared];
+    f.read_exact(&mut data)?;
     Ok(Npy { dtype, shape, data })
 }
 
 /// Encodes `data` (raw little-endian `dtype`) as a `.npy` file of `shape`.
 /// `None` when NumPy has no such dtype.
 pub fn encode(dtype: DType, shape: &[usize], data: &[u8]) -> Option<Vec<u8>> {
+    Some(with_header(&header(descr(dtype)?, shape), data))
+}
+
+/// The header dict NumPy writes for `descr` and `shape`, e.g.
+/// `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
+pub fn header(descr: &str, shape: &[usize]) -> String {
     let shape_txt = match shape {
         [] => "()".to_string(),
         [n] => format!("({n},)"),
@@ -139,10 +257,14 @@ pub fn encode(dtype: DType, shape: &[usize], data: &[u8]) -> Option<Vec<u8>> {
                 .join(", ")
         ),
     };
-    let mut header = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_txt}, }}",
-        descr(dtype)?
-    );
+    format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}")
+}
+
+/// A version 1.0 `.npy` file holding `header` (any text, padded with spaces and a
+/// newline to 64 bytes as NumPy pads it) and `data`. Writes headers [`encode`] would
+/// not (other byte orders, forged shapes); `header` must be shorter than 64 KiB.
+pub fn with_header(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut header = header.to_string();
     // Magic (6) + version (2) + length (2) + header + '\n', padded to 64 bytes.
     let total = (10 + header.len() + 1).next_multiple_of(64);
     while 10 + header.len() + 1 < total {
@@ -155,11 +277,11 @@ pub fn encode(dtype: DType, shape: &[usize], data: &[u8]) -> Option<Vec<u8>> {
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(data);
-    Some(out)
+    out
 }
 
 /// Parses the header dict: `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
-fn parse_header(h: &str) -> Result<(DType, Vec<usize>), String> {
+fn parse_header(h: &str) -> Result<(DType, Vec<usize>), HeaderError> {
     let mut p = Parser {
         s: h.as_bytes(),
         i: 0,
@@ -177,7 +299,7 @@ fn parse_header(h: &str) -> Result<(DType, Vec<usize>), String> {
             "descr" => descr = Some(p.string()?),
             "fortran_order" => fortran = Some(p.boolean()?),
             "shape" => shape = Some(p.tuple()?),
-            k => return Err(format!("unexpected header key '{k}'")),
+            _ => return Err(HeaderError::UnexpectedKey(key)),
         }
         p.ws();
         if !p.eat(b',') {
@@ -187,12 +309,12 @@ fn parse_header(h: &str) -> Result<(DType, Vec<usize>), String> {
     }
     p.ws();
     if p.i != p.s.len() {
-        return Err("trailing text after the header dict".into());
+        return Err(HeaderError::TrailingText);
     }
-    let descr = descr.ok_or("header has no 'descr'")?;
-    let shape = shape.ok_or("header has no 'shape'")?;
-    if fortran.ok_or("header has no 'fortran_order'")? {
-        return Err("Fortran-order arrays are not supported".into());
+    let descr = descr.ok_or(HeaderError::MissingKey("descr"))?;
+    let shape = shape.ok_or(HeaderError::MissingKey("shape"))?;
+    if fortran.ok_or(HeaderError::MissingKey("fortran_order"))? {
+        return Err(HeaderError::FortranOrder);
     }
     Ok((parse_descr(&descr)?, shape))
 }
@@ -217,33 +339,33 @@ impl Parser<'_> {
         hit
     }
 
-    fn expect(&mut self, c: u8) -> Result<(), String> {
+    fn expect(&mut self, c: u8) -> Result<(), HeaderError> {
         if self.eat(c) {
             Ok(())
         } else {
-            Err(format!(
-                "expected '{}' at header byte {}",
-                c as char, self.i
-            ))
+            Err(HeaderError::Expected {
+                expected: c as char,
+                at: self.i,
+            })
         }
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, HeaderError> {
         self.ws();
         let q = match self.s.get(self.i) {
             Some(&q @ (b'\'' | b'"')) => q,
-            _ => return Err(format!("expected a string at header byte {}", self.i)),
+            _ => return Err(HeaderError::ExpectedString(self.i)),
         };
         let start = self.i + 1;
         let len = self.s[start..]
             .iter()
             .position(|&c| c == q)
-            .ok_or("unterminated string in header")?;
+            .ok_or(HeaderError::UnterminatedString)?;
         self.i = start + len + 1;
         Ok(String::from_utf8_lossy(&self.s[start..start + len]).into_owned())
     }
 
-    fn boolean(&mut self) -> Result<bool, String> {
+    fn boolean(&mut self) -> Result<bool, HeaderError> {
         self.ws();
         for (word, v) in [("True", true), ("False", false)] {
             if self.s[self.i..].starts_with(word.as_bytes()) {
@@ -251,10 +373,10 @@ impl Parser<'_> {
                 return Ok(v);
             }
         }
-        Err(format!("expected True or False at header byte {}", self.i))
+        Err(HeaderError::ExpectedBool(self.i))
     }
 
-    fn tuple(&mut self) -> Result<Vec<usize>, String> {
+    fn tuple(&mut self) -> Result<Vec<usize>, HeaderError> {
         self.expect(b'(')?;
         let mut dims = Vec::new();
         loop {
@@ -269,7 +391,7 @@ impl Parser<'_> {
             let digits = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
             let d = digits
                 .parse::<usize>()
-                .map_err(|_| format!("bad shape entry at header byte {start}"))?;
+                .map_err(|_| HeaderError::ShapeEntry(start))?;
             self.eat(b'L'); // Python 2 long suffix
             dims.push(d);
             if !self.eat(b',') {

@@ -1,23 +1,21 @@
-//! Shared test support: the conformance-vector loader and bit comparison.
-#![allow(dead_code)]
+//! The conformance vectors (tests/conformance): loading a case folder, and bit
+//! comparison with NaN compared as NaN.
 
 use std::path::{Path, PathBuf};
 
+use dq::case::{Case, OwnedTensor};
 use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, Plan, Qtype, Tensor,
-    TensorDesc, TensorMut,
+    AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, Plan, Qtype, TensorDesc,
 };
 use serde_json::Value;
 
-/// One conformance case, loaded.
-pub struct Case {
+/// One conformance vector, loaded: the case (dst zeroed) and the expected dst bytes.
+pub struct Vector {
+    /// The folder name.
     pub name: String,
-    pub op: Op,
-    pub src: TensorDesc,
-    pub src_bytes: Vec<u8>,
-    pub scales: Option<(TensorDesc, Vec<u8>)>,
-    pub zps: Option<(TensorDesc, Vec<u8>)>,
-    pub dst: TensorDesc,
+    /// Op, inputs and dst view.
+    pub case: Case,
+    /// `dst.bin`.
     pub expected: Vec<u8>,
 }
 
@@ -54,7 +52,7 @@ fn shape_of(v: &Value) -> Vec<usize> {
 }
 
 /// Loads one case folder.
-pub fn load(dir: &Path) -> Case {
+pub fn load(dir: &Path) -> Vector {
     let j: Value = serde_json::from_slice(&std::fs::read(dir.join("case.json")).unwrap()).unwrap();
     let shape = shape_of(&j["shape"]);
     let src_t = dtype(&j["src_type"]);
@@ -105,8 +103,11 @@ pub fn load(dir: &Path) -> Case {
         }
         kind => {
             let ss = scale_shape();
-            let scales = Some((TensorDesc::new(dst_t, &ss), read("scales.bin")));
-            let zps = zps_t.map(|t| (TensorDesc::new(t, &ss), read("zps.bin")));
+            let scales = Some(OwnedTensor::new(
+                TensorDesc::new(dst_t, &ss),
+                read("scales.bin"),
+            ));
+            let zps = zps_t.map(|t| OwnedTensor::new(TensorDesc::new(t, &ss), read("zps.bin")));
             let op: Op = if kind == "axes" {
                 AxesDequantize::new(ints(&j["axes"])).into()
             } else {
@@ -121,56 +122,38 @@ pub fn load(dir: &Path) -> Case {
             (op, scales, zps)
         }
     };
-    Case {
+    let expected = read("dst.bin");
+    Vector {
         name: dir.file_name().unwrap().to_string_lossy().into_owned(),
-        op,
-        src: TensorDesc::new(src_t, &shape),
-        src_bytes: read("src.bin"),
-        scales,
-        zps,
-        dst: TensorDesc::new(dst_t, &shape),
-        expected: read("dst.bin"),
+        case: Case {
+            op,
+            src: OwnedTensor::new(TensorDesc::new(src_t, &shape), read("src.bin")),
+            scales,
+            zps,
+            dst: OwnedTensor::new(TensorDesc::new(dst_t, &shape), vec![0; expected.len()]),
+        },
+        expected,
     }
 }
 
-impl Case {
+impl Vector {
     /// The validated plan.
     pub fn plan(&self) -> Plan {
-        Plan::new(
-            &self.op,
-            &self.src,
-            self.scales.as_ref().map(|s| &s.0),
-            self.zps.as_ref().map(|z| &z.0),
-            &self.dst,
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+        self.case
+            .plan()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
 
     /// Runs `kernel` (on `threads` threads) and returns the dst bytes.
     pub fn run(&self, kernel: &dyn Kernel, threads: usize) -> Vec<u8> {
-        let plan = self.plan();
-        let mut out = vec![0u8; self.expected.len()];
-        let src = Tensor {
-            desc: self.src.clone(),
-            data: &self.src_bytes,
-        };
-        let scales = self.scales.as_ref().map(|(d, b)| Tensor {
-            desc: d.clone(),
-            data: b,
-        });
-        let zps = self.zps.as_ref().map(|(d, b)| Tensor {
-            desc: d.clone(),
-            data: b,
-        });
-        let mut dst = TensorMut {
-            desc: self.dst.clone(),
-            data: &mut out,
-        };
-        plan.bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
-            .unwrap()
+        self.case
             .run_parallel(kernel, threads)
-            .unwrap();
-        out
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+
+    /// The dst dtype.
+    pub fn dst_type(&self) -> DType {
+        self.case.dst.desc.dtype
     }
 }
 

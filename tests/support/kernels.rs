@@ -1,0 +1,91 @@
+//! The kernels under test: the reference, every backend this build offers and the
+//! generated kernels pinned to each ISA the CPU has.
+
+use std::sync::OnceLock;
+
+use dq::arch::Isa;
+use dq::{GeneratedKernel, Kernel, Reference};
+
+/// One kernel under test, with a name for messages.
+#[derive(Clone, Copy)]
+pub struct Variant {
+    /// `reference`, `generated`, `jit`, or `generated/<isa>` once ISAs can be pinned.
+    pub name: &'static str,
+    /// The kernel.
+    pub kernel: &'static dyn Kernel,
+}
+
+static REFERENCE: Reference = Reference {
+    formula: &dq::STANDARD,
+};
+
+/// The scalar reference kernel.
+pub fn reference() -> &'static dyn Kernel {
+    &REFERENCE
+}
+
+/// Every non-reference kernel this build offers (`dq::backends()`), plus the
+/// generated kernels pinned to each ISA this CPU has; absent ones are noted loudly.
+pub fn backend_variants() -> Vec<Variant> {
+    static VARIANTS: OnceLock<Vec<Variant>> = OnceLock::new();
+    VARIANTS
+        .get_or_init(|| {
+            let b = dq::backends();
+            let mut v = Vec::new();
+            for backend in [dq::Backend::Generated, dq::Backend::Jit] {
+                let name = backend.name();
+                match b.get(backend) {
+                    Some(kernel) => v.push(Variant { name, kernel }),
+                    None => note_once(name),
+                }
+            }
+            v.extend(generated_isa_variants());
+            v
+        })
+        .clone()
+}
+
+/// The generated backend pinned to every ISA (`generated/avx512`, ...).
+fn generated_isa_variants() -> Vec<Variant> {
+    pinned(&dq::generated::dequantize)
+        .into_iter()
+        .map(|(isa, k)| Variant {
+            name: format!("generated/{}", isa.name()).leak(),
+            kernel: Box::leak(Box::new(k)),
+        })
+        .collect()
+}
+
+/// `k` pinned to every ISA this CPU has (absent ones are noted loudly).
+pub fn pinned(k: &GeneratedKernel) -> Vec<(Isa, GeneratedKernel)> {
+    Isa::ALL
+        .into_iter()
+        .filter_map(|isa| match k.with_isa(isa) {
+            Some(p) => Some((isa, p)),
+            None => {
+                note_once(&format!("generated/{}", isa.name()));
+                None
+            }
+        })
+        .collect()
+}
+
+/// The reference followed by every backend variant.
+pub fn all_variants() -> Vec<Variant> {
+    let mut v = vec![Variant {
+        name: "reference",
+        kernel: reference(),
+    }];
+    v.extend(backend_variants());
+    v
+}
+
+fn note_once(name: &str) {
+    use std::sync::Mutex;
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.iter().any(|s| s == name) {
+        seen.push(name.to_string());
+        eprintln!("SKIPPED: kernel `{name}` is not available in this build or on this CPU");
+    }
+}
