@@ -302,6 +302,9 @@ fn open_edited(case: &str, edit: impl FnOnce(&mut Vec<Tensor>)) -> Result<Checkp
     Checkpoint::open(dir.path())
 }
 
+/// An edit of a `quantization_config`.
+type ConfigEdit = Box<dyn FnOnce(&mut serde_json::Value)>;
+
 fn open_with_config(
     case: &str,
     edit: impl FnOnce(&mut serde_json::Value),
@@ -482,7 +485,7 @@ fn bad_configs_are_reported() {
     ));
 
     use serde_json::json;
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut serde_json::Value)>)> = vec![
+    let cases: Vec<(&str, ConfigEdit)> = vec![
         (
             "gptq-v1-4bit-g64-asym",
             Box::new(|q| q["quant_method"] = json!("hqq")),

@@ -330,7 +330,7 @@ fn compressed_tensors(
     shape(&packed, &[n, k.div_ceil(per_word)])?;
     let (groups, group_size) = match strategy {
         CtStrategy::Channel => (1, k.max(1)),
-        CtStrategy::Group(g) if k % g != 0 => {
+        CtStrategy::Group(g) if !k.is_multiple_of(g) => {
             return Err(HfError::NotAMultiple {
                 tensor: weight_shape.name().to_owned(),
                 dim: 1,
@@ -434,7 +434,7 @@ fn rank2(t: &TensorRef<'_>) -> Result<[usize; 2]> {
 
 fn multiple(t: &TensorRef<'_>, dim: usize, of: usize) -> Result<()> {
     let value = t.shape()[dim];
-    if value % of == 0 {
+    if value.is_multiple_of(of) {
         return Ok(());
     }
     Err(HfError::NotAMultiple {
