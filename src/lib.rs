@@ -29,6 +29,7 @@ pub use dq_runtime::*;
 use std::sync::OnceLock;
 
 pub mod case;
+pub mod formats;
 pub mod model;
 pub mod npy;
 

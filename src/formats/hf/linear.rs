@@ -1,0 +1,522 @@
+//! Quantized linears: a prefix's packed tensors, checked against the format (SPEC 11).
+
+use std::path::Path;
+
+use safetensors::Dtype;
+
+use super::checkpoint::TensorRef;
+use super::config::{CtStrategy, GptqVersion, QuantConfig};
+use super::error::{HfError, Result};
+
+/// Scale dtypes accepted for every format.
+const FLOATS: &[Dtype] = &[Dtype::F16, Dtype::BF16, Dtype::F32];
+const I32: &[Dtype] = &[Dtype::I32];
+const I32_I64: &[Dtype] = &[Dtype::I32, Dtype::I64];
+
+/// GPTQ and AWQ tensor names, after the linear's prefix.
+const GPTQ_FIELDS: &[&str] = &["qweight", "qzeros", "scales", "g_idx"];
+/// compressed-tensors tensor names, after the linear's prefix.
+const CT_FIELDS: &[&str] = &[
+    "weight_packed",
+    "weight_scale",
+    "weight_zero_point",
+    "weight_shape",
+    "weight_g_idx",
+];
+
+/// How a linear's integers are packed and offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// GPTQ: `qweight` i32 `[K·b/32, N]` (weight `(k, n)` at bit `b·(k % (32/b))` of word
+    /// `(k / (32/b), n)`), `qzeros` i32 `[G, N·b/32]` packed the same way along N.
+    Gptq {
+        /// 4 or 8.
+        bits: u32,
+        /// v1 adds 1 to the stored zero point.
+        version: GptqVersion,
+    },
+    /// AWQ GEMM 4-bit: `qweight` i32 `[K, N/8]`, nibble `i` of a word holds column
+    /// `8c + [0, 2, 4, 6, 1, 3, 5, 7][i]`; `qzeros` `[G, N/8]` the same.
+    Awq,
+    /// compressed-tensors pack-quantized: `weight_packed` i32 `[N, ceil(K·b/32)]`, element k
+    /// of row n at bit `b·(k % (32/b))`, stored as `q + 2^(b-1)`; `weight_zero_point` i32
+    /// `[ceil(N·b/32), G]` packed along N with the same offset.
+    CompressedTensors {
+        /// 4 or 8.
+        bits: u32,
+    },
+}
+
+impl Scheme {
+    /// Bits per weight.
+    pub fn bits(&self) -> u32 {
+        match *self {
+            Scheme::Gptq { bits, .. } | Scheme::CompressedTensors { bits } => bits,
+            Scheme::Awq => 4,
+        }
+    }
+}
+
+/// What `build` found out about a linear (owned; the views are made on demand).
+pub(crate) struct LinearInfo {
+    pub scheme: Scheme,
+    pub n: usize,
+    pub k: usize,
+    pub groups: usize,
+    /// Inputs per group when there is no `g_idx` (K, at least 1, per channel).
+    pub group_size: usize,
+    pub g_idx: Option<Vec<u32>>,
+    pub packed: String,
+    pub scales: String,
+    pub zeros: Option<String>,
+    fields: &'static [&'static str],
+}
+
+impl LinearInfo {
+    /// The names this linear may hold (present or not).
+    pub fn tensor_names<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.fields.iter().map(move |f| join(prefix, f))
+    }
+}
+
+/// A quantized linear's packed tensors, with its dimensions: the weight is `[N, K]`
+/// (`nn.Linear`'s `[out_features, in_features]`).
+#[derive(Clone, Copy, Debug)]
+pub struct QuantLinear<'a> {
+    name: &'a str,
+    scheme: Scheme,
+    n: usize,
+    k: usize,
+    groups: usize,
+    group_size: usize,
+    g_idx: Option<&'a [u32]>,
+    packed: TensorRef<'a>,
+    scales: TensorRef<'a>,
+    zeros: Option<TensorRef<'a>>,
+}
+
+impl<'a> QuantLinear<'a> {
+    pub(crate) fn new(
+        name: &'a str,
+        info: &'a LinearInfo,
+        packed: TensorRef<'a>,
+        scales: TensorRef<'a>,
+        zeros: Option<TensorRef<'a>>,
+    ) -> Self {
+        QuantLinear {
+            name,
+            scheme: info.scheme,
+            n: info.n,
+            k: info.k,
+            groups: info.groups,
+            group_size: info.group_size,
+            g_idx: info.g_idx.as_deref(),
+            packed,
+            scales,
+            zeros,
+        }
+    }
+
+    /// The prefix (`model.layers.0.mlp.up_proj`); the dequantized weight is `<prefix>.weight`.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// The packing scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// Output features (rows of the weight).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Input features (columns of the weight).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Number of groups along K (rows of GPTQ/AWQ `scales`, columns of compressed-tensors'
+    /// `weight_scale`).
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
+    /// The act-order group of each input, when the checkpoint has one (validated: every
+    /// entry is below [`groups`](Self::groups)).
+    pub fn g_idx(&self) -> Option<&'a [u32]> {
+        self.g_idx
+    }
+
+    /// The group of input `k`: `g_idx[k]`, else `k / group_size`.
+    pub fn group_of(&self, k: usize) -> usize {
+        match self.g_idx {
+            Some(g) => g[k] as usize,
+            None => k / self.group_size,
+        }
+    }
+
+    /// The packed integers (`qweight` or `weight_packed`).
+    pub fn packed(&self) -> TensorRef<'a> {
+        self.packed
+    }
+
+    /// The scales (`scales` or `weight_scale`): f16, bf16 or f32.
+    pub fn scales(&self) -> TensorRef<'a> {
+        self.scales
+    }
+
+    /// The packed zero points (`qzeros` or `weight_zero_point`; `None` when symmetric).
+    pub fn zeros(&self) -> Option<TensorRef<'a>> {
+        self.zeros
+    }
+}
+
+/// The prefixes of the quantized linears: those with an anchor tensor (`qweight`, or
+/// `weight_packed`).
+///
+/// # Errors
+/// [`HfError::NoQuantizationConfig`] when anchors exist but no config says their format.
+pub(crate) fn prefixes<'n>(
+    config: Option<&QuantConfig>,
+    mut names: impl Iterator<Item = &'n String>,
+    path: &Path,
+) -> Result<Vec<String>> {
+    let anchor = match config {
+        None if names.any(|n| matches!(split(n).1, "qweight" | "weight_packed")) => {
+            return Err(HfError::NoQuantizationConfig {
+                path: path.to_owned(),
+            });
+        }
+        None => return Ok(Vec::new()),
+        Some(QuantConfig::CompressedTensors { .. }) => "weight_packed",
+        Some(_) => "qweight",
+    };
+    Ok(names
+        .map(|n| split(n))
+        .filter(|&(_, f)| f == anchor)
+        .map(|(p, _)| p.to_owned())
+        .collect())
+}
+
+/// Tensors that only a quantized linear has (`qzeros`, `weight_shape`, ...): present
+/// without their anchor, the anchor is missing.
+///
+/// # Errors
+/// [`HfError::MissingTensor`] naming the anchor.
+pub(crate) fn orphans<'n>(
+    config: &QuantConfig,
+    names: impl Iterator<Item = &'n String>,
+    is_linear: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let (anchor, owned): (&str, &[&str]) = match config {
+        QuantConfig::CompressedTensors { .. } => {
+            ("weight_packed", &["weight_shape", "weight_zero_point"])
+        }
+        _ => ("qweight", &["qzeros"]),
+    };
+    for name in names {
+        let (prefix, field) = split(name);
+        if owned.contains(&field) && !is_linear(prefix) {
+            return Err(HfError::MissingTensor {
+                linear: prefix.to_owned(),
+                tensor: join(prefix, anchor),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks the linear `prefix` against `config`; `get` looks tensors up by name.
+pub(crate) fn build<'a>(
+    prefix: &str,
+    config: &QuantConfig,
+    get: &dyn Fn(&str) -> Option<TensorRef<'a>>,
+) -> Result<LinearInfo> {
+    let t = Tensors { prefix, get };
+    match *config {
+        QuantConfig::Gptq {
+            bits,
+            group_size,
+            desc_act,
+            version,
+            ..
+        } => gptq(&t, bits, group_size, desc_act, version),
+        QuantConfig::Awq { group_size } => awq(&t, group_size),
+        QuantConfig::CompressedTensors {
+            bits,
+            strategy,
+            symmetric,
+        } => compressed_tensors(&t, bits, strategy, symmetric),
+    }
+}
+
+fn gptq(
+    t: &Tensors<'_, '_>,
+    bits: u32,
+    group_size: Option<usize>,
+    desc_act: bool,
+    version: GptqVersion,
+) -> Result<LinearInfo> {
+    let per_word = (32 / bits) as usize;
+    let qweight = t.require("qweight", I32)?;
+    let [rows, n] = rank2(&qweight)?;
+    let k = rows * per_word;
+    multiple(&qweight, 1, per_word)?;
+    let (groups, group_size) = groups_ceil(k, group_size);
+    let qzeros = t.require("qzeros", I32)?;
+    shape(&qzeros, &[groups, n / per_word])?;
+    let scales = t.require("scales", FLOATS)?;
+    shape(&scales, &[groups, n])?;
+    let g_idx = match t.optional("g_idx", I32)? {
+        Some(g) => g_idx(&g, k, groups, false)?,
+        None if desc_act => return Err(t.missing("g_idx")),
+        None => None,
+    };
+    Ok(LinearInfo {
+        scheme: Scheme::Gptq { bits, version },
+        n,
+        k,
+        groups,
+        group_size,
+        g_idx,
+        packed: qweight.name().to_owned(),
+        scales: scales.name().to_owned(),
+        zeros: Some(qzeros.name().to_owned()),
+        fields: GPTQ_FIELDS,
+    })
+}
+
+fn awq(t: &Tensors<'_, '_>, group_size: Option<usize>) -> Result<LinearInfo> {
+    let qweight = t.require("qweight", I32)?;
+    let [k, cols] = rank2(&qweight)?;
+    let n = cols * 8;
+    let (groups, group_size) = match group_size {
+        Some(g) => {
+            multiple(&qweight, 0, g)?;
+            (k / g, g)
+        }
+        None => (1, k.max(1)),
+    };
+    let qzeros = t.require("qzeros", I32)?;
+    shape(&qzeros, &[groups, cols])?;
+    let scales = t.require("scales", FLOATS)?;
+    shape(&scales, &[groups, n])?;
+    Ok(LinearInfo {
+        scheme: Scheme::Awq,
+        n,
+        k,
+        groups,
+        group_size,
+        g_idx: None,
+        packed: qweight.name().to_owned(),
+        scales: scales.name().to_owned(),
+        zeros: Some(qzeros.name().to_owned()),
+        fields: &GPTQ_FIELDS[..3],
+    })
+}
+
+fn compressed_tensors(
+    t: &Tensors<'_, '_>,
+    bits: u32,
+    strategy: CtStrategy,
+    symmetric: bool,
+) -> Result<LinearInfo> {
+    let per_word = (32 / bits) as usize;
+    let weight_shape = t.require("weight_shape", I32_I64)?;
+    let [n, k] = ct_weight_shape(&weight_shape)?;
+    let packed = t.require("weight_packed", I32)?;
+    shape(&packed, &[n, k.div_ceil(per_word)])?;
+    let (groups, group_size) = match strategy {
+        CtStrategy::Channel => (1, k.max(1)),
+        CtStrategy::Group(g) if !k.is_multiple_of(g) => {
+            return Err(HfError::NotAMultiple {
+                tensor: weight_shape.name().to_owned(),
+                dim: 1,
+                value: k,
+                multiple: g,
+            });
+        }
+        CtStrategy::Group(g) => (k / g, g),
+    };
+    let scales = t.require("weight_scale", FLOATS)?;
+    shape(&scales, &[n, groups])?;
+    let zeros = if symmetric {
+        None
+    } else {
+        let z = t.require("weight_zero_point", I32)?;
+        shape(&z, &[n.div_ceil(per_word), groups])?;
+        Some(z.name().to_owned())
+    };
+    // compressed-tensors reads a g_idx holding -1 as "column order" (no act-order).
+    let g_idx = match t.optional("weight_g_idx", I32)? {
+        Some(g) => g_idx(&g, k, groups, true)?,
+        None => None,
+    };
+    Ok(LinearInfo {
+        scheme: Scheme::CompressedTensors { bits },
+        n,
+        k,
+        groups,
+        group_size,
+        g_idx,
+        packed: packed.name().to_owned(),
+        scales: scales.name().to_owned(),
+        zeros,
+        fields: CT_FIELDS,
+    })
+}
+
+/// Groups of `group_size` along K, the last one possibly short (`None`: one group).
+fn groups_ceil(k: usize, group_size: Option<usize>) -> (usize, usize) {
+    match group_size {
+        Some(g) => (k.div_ceil(g), g),
+        None => (1, k.max(1)),
+    }
+}
+
+/// A linear's tensors by field name.
+struct Tensors<'p, 'a> {
+    prefix: &'p str,
+    get: &'p dyn Fn(&str) -> Option<TensorRef<'a>>,
+}
+
+impl<'a> Tensors<'_, 'a> {
+    fn missing(&self, field: &str) -> HfError {
+        HfError::MissingTensor {
+            linear: self.prefix.to_owned(),
+            tensor: join(self.prefix, field),
+        }
+    }
+
+    fn optional(&self, field: &str, dtypes: &'static [Dtype]) -> Result<Option<TensorRef<'a>>> {
+        let Some(t) = (self.get)(&join(self.prefix, field)) else {
+            return Ok(None);
+        };
+        if !dtypes.contains(&t.dtype()) {
+            return Err(HfError::WrongDtype {
+                tensor: t.name().to_owned(),
+                expected: dtypes,
+                got: t.dtype(),
+            });
+        }
+        Ok(Some(t))
+    }
+
+    fn require(&self, field: &str, dtypes: &'static [Dtype]) -> Result<TensorRef<'a>> {
+        self.optional(field, dtypes)?
+            .ok_or_else(|| self.missing(field))
+    }
+}
+
+fn shape(t: &TensorRef<'_>, expected: &[usize]) -> Result<()> {
+    if t.shape() == expected {
+        return Ok(());
+    }
+    Err(HfError::WrongShape {
+        tensor: t.name().to_owned(),
+        expected: expected.to_vec(),
+        got: t.shape().to_vec(),
+    })
+}
+
+fn rank2(t: &TensorRef<'_>) -> Result<[usize; 2]> {
+    match *t.shape() {
+        [a, b] => Ok([a, b]),
+        _ => Err(HfError::WrongRank {
+            tensor: t.name().to_owned(),
+            expected: 2,
+            got: t.shape().to_vec(),
+        }),
+    }
+}
+
+fn multiple(t: &TensorRef<'_>, dim: usize, of: usize) -> Result<()> {
+    let value = t.shape()[dim];
+    if value.is_multiple_of(of) {
+        return Ok(());
+    }
+    Err(HfError::NotAMultiple {
+        tensor: t.name().to_owned(),
+        dim,
+        value,
+        multiple: of,
+    })
+}
+
+/// `weight_shape` `[N, K]` (i32 or i64 as torch wrote it).
+fn ct_weight_shape(t: &TensorRef<'_>) -> Result<[usize; 2]> {
+    shape(t, &[2])?;
+    let value: Vec<i64> = match t.dtype() {
+        Dtype::I64 => t
+            .data()
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect(),
+        _ => t
+            .data()
+            .chunks_exact(4)
+            .map(|c| i64::from(le_i32(c)))
+            .collect(),
+    };
+    let dim = |v: i64| usize::try_from(v).ok();
+    match (dim(value[0]), dim(value[1])) {
+        (Some(n), Some(k)) => Ok([n, k]),
+        _ => Err(HfError::InvalidWeightShape {
+            tensor: t.name().to_owned(),
+            value,
+        }),
+    }
+}
+
+/// A `g_idx` `[K]` whose entries all lie in `0..groups`. With `minus_one_is_none`, one
+/// entry of -1 makes it `None` (compressed-tensors' "column order": no act-order).
+fn g_idx(
+    t: &TensorRef<'_>,
+    k: usize,
+    groups: usize,
+    minus_one_is_none: bool,
+) -> Result<Option<Vec<u32>>> {
+    shape(t, &[k])?;
+    let values: Vec<i32> = t.data().chunks_exact(4).map(le_i32).collect();
+    if minus_one_is_none && values.contains(&-1) {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(k);
+    for (i, &v) in values.iter().enumerate() {
+        match u32::try_from(v) {
+            Ok(g) if (g as usize) < groups => out.push(g),
+            _ => return Err(out_of_range(t, i, i64::from(v), groups)),
+        }
+    }
+    Ok(Some(out))
+}
+
+fn out_of_range(t: &TensorRef<'_>, index: usize, value: i64, groups: usize) -> HfError {
+    HfError::GroupIndexOutOfRange {
+        tensor: t.name().to_owned(),
+        index,
+        value,
+        groups,
+    }
+}
+
+/// A little-endian i32 from 4 bytes.
+pub(crate) fn le_i32(c: &[u8]) -> i32 {
+    i32::from_le_bytes(c.try_into().unwrap_or_default())
+}
+
+/// `prefix.field` (just `field` for an empty prefix).
+fn join(prefix: &str, field: &str) -> String {
+    if prefix.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{prefix}.{field}")
+    }
+}
+
+/// `(prefix, field)` at the last dot (`("", name)` without one).
+fn split(name: &str) -> (&str, &str) {
+    name.rsplit_once('.').unwrap_or(("", name))
+}

@@ -1,0 +1,35 @@
+//! HuggingFace quantized checkpoints: GPTQ, AWQ and compressed-tensors safetensors.
+//!
+//! [`Checkpoint::open`] reads a checkpoint folder (`config.json`'s `quantization_config`,
+//! `model.safetensors` or the shards of `model.safetensors.index.json`) or a single
+//! `.safetensors` file whose `__metadata__` names the format. The files are memory-mapped
+//! and never copied; every header, offset and shape is checked at open, so the
+//! [`QuantLinear`] views it hands out fit their format (SPEC section 11). [`reference`]
+//! turns a linear into its `[N, K]` weight, element by element.
+//!
+//! ```
+//! use dq::formats::hf::{Checkpoint, reference};
+//! let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hf/awq-4bit-g32");
+//! let ckpt = Checkpoint::open(dir)?;
+//! let up = ckpt.linear("model.layers.0.mlp.up_proj").expect("a quantized linear");
+//! assert_eq!((up.n(), up.k(), up.groups()), (32, 64, 2));
+//! let weight = reference::dequantize_f32(&up); // [N, K], row-major
+//! assert_eq!(weight.len(), 32 * 64);
+//! // Everything else (norms, embeddings, biases) is left as it is.
+//! assert!(ckpt.others().any(|t| t.name() == "model.norm.weight"));
+//! # Ok::<(), dq::formats::hf::HfError>(())
+//! ```
+
+mod checkpoint;
+mod config;
+mod error;
+mod file;
+mod linear;
+pub mod reference;
+
+pub use checkpoint::{Checkpoint, TensorRef};
+pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
+pub use error::{HfError, Result};
+pub use linear::{QuantLinear, Scheme};
+/// The safetensors element type of a [`TensorRef`].
+pub use safetensors::Dtype;

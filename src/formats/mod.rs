@@ -1,0 +1,3 @@
+//! Readers for checkpoint formats whose packed tensors dq dequantizes (SPEC section 11).
+
+pub mod hf;
