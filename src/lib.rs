@@ -26,6 +26,7 @@ pub use dq_jit;
 pub use dq_macros::dequant_kernel;
 pub use dq_runtime::*;
 
+pub mod formats;
 pub mod model;
 
 /// The README's Rust examples, compiled and run as doctests so they stay in sync.
