@@ -29,6 +29,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// The main job: dequantize every weight of a model preset with each backend.
     Model(super::model::ModelArgs),
+    /// List a GGUF file's tensors (name, type, shape, bytes, supported) and metadata.
+    Inspect(super::inspect::InspectArgs),
 }
 
 /// The three operations, as spelled on the command line.

@@ -11,6 +11,7 @@ mod bench;
 mod case;
 mod demo;
 mod error;
+mod inspect;
 mod io;
 mod model;
 mod run;
@@ -38,12 +39,15 @@ pub fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(a).map(|()| ExitCode::SUCCESS),
         Command::Demo(a) => demo::demo(a),
         Command::Model(a) => model::model(a),
+        Command::Inspect(a) => {
+            return inspect::inspect(a).map_or_else(|e| fail(&e), |()| ExitCode::SUCCESS);
+        }
     };
     result.unwrap_or_else(|e| fail(&e))
 }
 
 /// Prints one line and returns exit code 2.
-fn fail(e: &CliError) -> ExitCode {
+fn fail(e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("dq: error: {e}");
     ExitCode::from(2)
 }

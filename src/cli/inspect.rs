@@ -1,0 +1,243 @@
+//! `dq inspect FILE`: what a GGUF file holds — a metadata summary and a table of
+//! tensors (name, type, shape, bytes, supported) — as text or JSON.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use dq::formats::gguf::{Gguf, GgufError, MetaValue, TensorInfo};
+use serde_json::{Value, json};
+
+/// `dq inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The GGUF file.
+    pub file: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Array elements shown before the rest is summarised.
+const ARRAY_HEAD: usize = 8;
+/// Characters of a string shown in the text output before the rest is summarised.
+const STRING_HEAD: usize = 60;
+
+/// Why `dq inspect` failed: one line.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    /// The file could not be opened (the error names the file).
+    #[error(transparent)]
+    Open(GgufError),
+    /// The file is not a valid GGUF file.
+    #[error("{path}: {source}", path = path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        source: GgufError,
+    },
+}
+
+/// Runs `dq inspect`.
+///
+/// # Errors
+/// A file that cannot be opened or is not a valid GGUF file.
+pub fn inspect(a: &InspectArgs) -> Result<(), InspectError> {
+    let file = Gguf::open(&a.file).map_err(|e| match e {
+        GgufError::Io { .. } => InspectError::Open(e),
+        source => InspectError::Invalid {
+            path: a.file.clone(),
+            source,
+        },
+    })?;
+    if a.json {
+        let v = to_json(&a.file, &file);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("JSON values serialize")
+        );
+    } else {
+        print_text(&a.file, &file);
+    }
+    Ok(())
+}
+
+fn print_text(path: &std::path::Path, f: &Gguf) {
+    println!("{}", path.display());
+    println!(
+        "GGUF version {}, architecture {}, {} tensors, {} metadata keys, alignment {}, data at byte {}",
+        f.version(),
+        f.architecture().unwrap_or("(none)"),
+        f.tensors().len(),
+        f.metadata_len(),
+        f.alignment(),
+        f.data_offset()
+    );
+    println!();
+    println!("metadata:");
+    let width = f.metadata().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (key, value) in f.metadata() {
+        println!(
+            "  {key:<width$}  {:<14} {}",
+            type_label(&value),
+            value_text(&value)
+        );
+    }
+    println!();
+    let rows: Vec<[String; 5]> = f.tensors().iter().map(tensor_row).collect();
+    let header = ["name", "type", "shape", "bytes", "supported"].map(String::from);
+    let widths: Vec<usize> = (0..5)
+        .map(|c| {
+            rows.iter()
+                .chain([&header])
+                .map(|r| r[c].len())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in [&header].into_iter().chain(&rows) {
+        println!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        );
+    }
+    let (ok, total) = (
+        f.tensors().iter().filter(|t| t.is_supported()).count(),
+        f.tensors().len(),
+    );
+    println!("\n{ok} of {total} tensors of supported types");
+}
+
+fn tensor_row(t: &TensorInfo) -> [String; 5] {
+    [
+        t.name().to_owned(),
+        t.type_name(),
+        format!("{:?}", t.shape()),
+        t.byte_size().map_or_else(|| "?".into(), |b| b.to_string()),
+        if t.is_supported() { "yes" } else { "no" }.into(),
+    ]
+}
+
+/// `u32`, `string`, `array[string; 100]`.
+fn type_label(v: &MetaValue<'_>) -> String {
+    match v {
+        MetaValue::Array(a) => format!("[{}; {}]", a.element_type().name(), a.len()),
+        v => v.value_type().name().to_owned(),
+    }
+}
+
+/// A value as text; arrays show their first elements, then how many more.
+fn value_text(v: &MetaValue<'_>) -> String {
+    match v {
+        MetaValue::String(b) => {
+            let text = String::from_utf8_lossy(b);
+            if text.chars().count() > STRING_HEAD {
+                let head: String = text.chars().take(STRING_HEAD).collect();
+                format!("{head:?}... ({} bytes)", b.len())
+            } else {
+                format!("{text:?}")
+            }
+        }
+        MetaValue::Array(a) => {
+            let head: Vec<String> = a.iter().take(ARRAY_HEAD).map(|e| value_text(&e)).collect();
+            let more = a.len().saturating_sub(ARRAY_HEAD as u64);
+            let tail = if more > 0 {
+                format!(", ... {more} more")
+            } else {
+                String::new()
+            };
+            format!("[{}{tail}]", head.join(", "))
+        }
+        MetaValue::U8(x) => x.to_string(),
+        MetaValue::I8(x) => x.to_string(),
+        MetaValue::U16(x) => x.to_string(),
+        MetaValue::I16(x) => x.to_string(),
+        MetaValue::U32(x) => x.to_string(),
+        MetaValue::I32(x) => x.to_string(),
+        MetaValue::U64(x) => x.to_string(),
+        MetaValue::I64(x) => x.to_string(),
+        MetaValue::F32(x) => format!("{x:?}"),
+        MetaValue::F64(x) => format!("{x:?}"),
+        MetaValue::Bool(x) => x.to_string(),
+    }
+}
+
+fn to_json(path: &std::path::Path, f: &Gguf) -> Value {
+    let metadata: Vec<Value> = f
+        .metadata()
+        .map(|(key, value)| {
+            let mut entry = json!({ "key": key, "type": value.value_type().name() });
+            if let MetaValue::Array(a) = &value {
+                entry["element_type"] = json!(a.element_type().name());
+                entry["len"] = json!(a.len());
+                entry["truncated"] = json!(a.len() > ARRAY_HEAD as u64);
+            }
+            entry["value"] = value_json(&value);
+            entry
+        })
+        .collect();
+    let tensors: Vec<Value> = f
+        .tensors()
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name(),
+                "type": t.type_name(),
+                "type_id": t.type_id(),
+                "shape": t.shape(),
+                "bytes": t.byte_size(),
+                "offset": t.data_offset(),
+                "supported": t.is_supported(),
+            })
+        })
+        .collect();
+    json!({
+        "file": path.display().to_string(),
+        "version": f.version(),
+        "architecture": f.architecture(),
+        "alignment": f.alignment(),
+        "data_offset": f.data_offset(),
+        "tensor_count": f.tensors().len(),
+        "metadata_count": f.metadata_len(),
+        "metadata": metadata,
+        "tensors": tensors,
+    })
+}
+
+/// A value as JSON (non-finite floats become strings; arrays, nested ones too,
+/// their first elements).
+fn value_json(v: &MetaValue<'_>) -> Value {
+    let float = |x: f64| {
+        if x.is_finite() {
+            json!(x)
+        } else {
+            json!(x.to_string())
+        }
+    };
+    match v {
+        MetaValue::String(b) => json!(String::from_utf8_lossy(b)),
+        MetaValue::Array(a) => {
+            Value::Array(a.iter().take(ARRAY_HEAD).map(|e| value_json(&e)).collect())
+        }
+        MetaValue::U8(x) => json!(x),
+        MetaValue::I8(x) => json!(x),
+        MetaValue::U16(x) => json!(x),
+        MetaValue::I16(x) => json!(x),
+        MetaValue::U32(x) => json!(x),
+        MetaValue::I32(x) => json!(x),
+        MetaValue::U64(x) => json!(x),
+        MetaValue::I64(x) => json!(x),
+        // Via the shortest f32 text, so that 0.1f32 prints as 0.1.
+        MetaValue::F32(x) => float(x.to_string().parse().unwrap_or(f64::NAN)),
+        MetaValue::F64(x) => float(*x),
+        MetaValue::Bool(x) => json!(x),
+    }
+}
