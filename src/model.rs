@@ -290,7 +290,7 @@ pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> R
         let dst_bytes = case.dst.data.len();
         for (k, &b) in backends.iter().enumerate() {
             outs[k].resize(dst_bytes, 0);
-            let kernel = select(&table, b, &plan, &mut rep.backends[k])?;
+            let kernel = select(table, b, &plan, &mut rep.backends[k])?;
             // Only the run is timed: not the data, the compile or the binding.
             let secs = case.with_job(&plan, &mut outs[k], |job| {
                 let t = Instant::now();

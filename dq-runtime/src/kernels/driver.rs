@@ -132,7 +132,11 @@ fn walk(loops: &[Loop], range: Range<usize>, mut f: impl FnMut(Row)) {
 
 /// The portable path, and the exact one for wide integers and f64: one element
 /// at a time with exact integers, any strides.
-pub fn run_exact<S: IntType, Z: IntType, D: FloatType, F: Formula>(
+///
+/// # Safety
+/// `range` is inside `0..numel` and no concurrent call writes any of its dst
+/// elements (the contract of `Kernel::run`).
+pub unsafe fn run_exact<S: IntType, Z: IntType, D: FloatType, F: Formula>(
     job: &Job<'_>,
     range: Range<usize>,
 ) {
@@ -143,7 +147,7 @@ pub fn run_exact<S: IntType, Z: IntType, D: FloatType, F: Formula>(
     };
     // SAFETY: the rows come from the plan's loop nest restricted to `range`, so
     // every offset is inside the buffers `bind` checked, and the dst elements
-    // are this call's own (Kernel::run contract).
+    // are this call's own (this function's contract).
     walk(loops, range, |r| unsafe {
         exact_row::<S, Z::Exact, D, F>(&c, &inner, r, |zi| Z::load(c.zps, zi))
     });
