@@ -19,8 +19,8 @@ fn guard_pages_need_linux_x86_64() {
 mod linux {
     use std::ops::Range;
 
-    use dq::rules::{AXES, DYNAMIC, STATIC};
     use dq::case::OwnedTensor;
+    use dq::rules::{AXES, DYNAMIC, STATIC};
     use dq::{
         AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Kernel, Op, Plan, Role, Tensor,
         TensorDesc, TensorMut,

@@ -5,9 +5,9 @@
 
 use std::ops::Range;
 
-use dq::rules::{AXES, DYNAMIC, STATIC};
 pub use dq::case::Case;
 use dq::case::OwnedTensor;
+use dq::rules::{AXES, DYNAMIC, STATIC};
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, OpKind, Role, TensorDesc,
 };
