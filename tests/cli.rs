@@ -161,18 +161,30 @@ fn run_reproduces_every_conformance_vector() {
         let want = std::fs::read(dir.join("dst.bin")).unwrap();
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got, want, "{}", dir.display());
-        // The default backend (auto) on two threads: same bits (NaN compared as NaN).
-        let mut args = args.clone();
+        // Every other backend, and the default (auto) on two threads: same bits
+        // (NaN compared as NaN).
         let last = args.len() - 2;
-        args.truncate(last);
-        args.extend(["--threads", "2"]);
-        assert_ok(&dq(&args));
-        assert_same_bits(
-            dst_t,
-            &std::fs::read(&out).unwrap(),
-            &want,
-            &dir.display().to_string(),
-        );
+        for backend in ["generated", "jit", "auto"] {
+            let mut args = args.clone();
+            args.truncate(last);
+            args.extend(["--backend", backend]);
+            if backend == "auto" {
+                args.extend(["--threads", "2"]);
+            }
+            let o = dq(&args);
+            assert!(
+                o.status.success(),
+                "{} {backend}: {}",
+                dir.display(),
+                stderr(&o)
+            );
+            assert_same_bits(
+                dst_t,
+                &std::fs::read(&out).unwrap(),
+                &want,
+                &format!("{} {backend}", dir.display()),
+            );
+        }
     }
 }
 
