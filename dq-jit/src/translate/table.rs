@@ -11,11 +11,9 @@ use dq_runtime::DType;
 use super::eval::Ints;
 use super::lane_loads::{MAGIC, bias};
 use super::vector::Steps;
-use super::{Run, STEP, Translator, lanes, mem};
+use dq_runtime::policy::LUT_MIN;
 
-/// Shortest constant-parameter 4-bit segment (compile-time bound) that takes the
-/// table-lookup path, as the generated backend's `LUT_MIN`.
-const LUT_MIN: usize = 32;
+use super::{Run, STEP, Translator, lanes, mem};
 
 /// How the target does a dynamic byte shuffle (the 4-bit table lookup).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
