@@ -20,3 +20,15 @@ pub fn proptest_cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Report a test path this build or CPU cannot run (a backend, a pinned ISA, a store
+/// strategy, a thread split). Under `DQ_REQUIRE_ALL_PATHS=1` (set by `.ci/run`) that is
+/// a failure naming the path. Elsewhere it writes a `SKIPPED` line straight to stderr,
+/// which libtest does not capture, so the skip shows in every run's output.
+pub fn path_unavailable(path: &str) {
+    if std::env::var_os("DQ_REQUIRE_ALL_PATHS").is_some_and(|v| v == "1") {
+        panic!("DQ_REQUIRE_ALL_PATHS=1 but this path cannot run here: {path}");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED (path unavailable): {path}");
+}
