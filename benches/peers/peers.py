@@ -611,7 +611,7 @@ def markdown(rows):
     return "\n".join(lines + ([""] + ["Notes:"] + notes if notes else []))
 
 
-def chart(rows, path):
+def chart(rows, path, cpu):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -628,19 +628,36 @@ def chart(rows, path):
     ax.set_ylabel("GB/s (src + dst bytes / median time), log scale")
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
-    ax.set_title("Dequantization throughput: dq vs peers (missing bar = unsupported / n.a.)")
+    ax.set_title(f"Dequantization throughput: dq vs peers (missing bar = unsupported / n.a.)\n{cpu}",
+                 fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
-def machine_info():
-    cpu = ""
+def cpu_model():
+    """The CPU as /proc/cpuinfo names it, with family/model and the ISA extensions that matter
+    here, e.g. 'AMD EPYC (family 26 model 2; avx512f avx512bw avx512_bf16 avx512vbmi)'."""
+    fields = {}
     try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+        for line in open("/proc/cpuinfo"):
+            if not line.strip():
+                break  # the first processor's block is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    except OSError:
+        return platform.processor() or platform.machine()
+    wanted = ["avx2", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
+              "avx512vbmi", "amx_tile"]
+    flags = set(fields.get("flags", "").split())
+    isa = " ".join(f for f in wanted if f in flags)
+    return (f"{fields.get('model name', platform.machine())} (family {fields.get('cpu family', '?')} "
+            f"model {fields.get('model', '?')}; {isa})")
+
+
+def machine_info():
+    cpu = cpu_model()
     import onnxruntime
     return {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
             "numpy": np.__version__, "onnxruntime": onnxruntime.__version__,
@@ -683,9 +700,9 @@ def main():
                                                "memcpy: read + write bytes"},
                "wall_s": time.time() - t_start, "loadavg_at_end": os.getloadavg(), "rows": rows}
     (OUT / "results.json").write_text(json.dumps(results, indent=1))
-    table = markdown(rows)
+    table = f"Measured on: {info['cpu']}, {info['cpus']} CPUs\n\n" + markdown(rows)
     (OUT / "table.md").write_text(table + "\n")
-    chart(rows, OUT / "chart.png")
+    chart(rows, OUT / "chart.png", info["cpu"])
     print(table)
     print(f"\nload average at start / end: {results['machine']['loadavg_at_start'][0]:.2f} / "
           f"{results['loadavg_at_end'][0]:.2f} on {os.cpu_count()} CPUs (a busy machine skews 2-thread rows)")
