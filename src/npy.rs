@@ -428,7 +428,7 @@ mod tests {
     fn versioned(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
         let prefix = if major == 1 { 10 } else { 12 };
         let mut h = header.as_bytes().to_vec();
-        while (prefix + h.len() + 1) % 64 != 0 {
+        while !(prefix + h.len() + 1).is_multiple_of(64) {
             h.push(b' ');
         }
         h.push(b'\n');

@@ -230,7 +230,7 @@ fn npy_case() -> NpyCase {
 fn rewrite_npy_version(path: &Path, major: u8) {
     let (header, data) = npy_parts(&std::fs::read(path).unwrap());
     let mut h = header.trim_end().as_bytes().to_vec();
-    while (12 + h.len() + 1) % 64 != 0 {
+    while !(12 + h.len() + 1).is_multiple_of(64) {
         h.push(b' ');
     }
     h.push(b'\n');

@@ -221,7 +221,7 @@ fn bf16_store_and_formula_round_every_result_pattern_and_tie() {
 fn f16_store_is_exact_over_every_f32_of_the_edge_exponents() {
     let n = every_f32_of_exponents(DType::F16, [0, 1, 100, 101, 102, 103, 111, 112, 113, 127])
         + every_f32_of_exponents(DType::F16, [142, 143, 144, 254]);
-    assert_eq!(n, 14 * 2 << 23);
+    assert_eq!(n, 14 * (2 << 23));
 }
 
 /// Exhaustive where bf16 results change regime: f32 subnormals and the smallest
@@ -229,7 +229,7 @@ fn f16_store_is_exact_over_every_f32_of_the_edge_exponents() {
 #[test]
 fn bf16_store_is_exact_over_every_f32_of_the_edge_exponents() {
     let n = every_f32_of_exponents(DType::BF16, [0, 1, 2, 127, 253, 254]);
-    assert_eq!(n, 6 * 2 << 23);
+    assert_eq!(n, 6 * (2 << 23));
 }
 
 /// Every infinity and NaN of f32 (both signs, every payload) into f16 and bf16.
