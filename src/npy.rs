@@ -422,6 +422,106 @@ mod tests {
         assert!(encode(DType::BF16, &[1], &[0, 0]).is_none());
     }
 
+    /// A `.npy` file of format version `major`.0 written here byte by byte (not by
+    /// [`with_header`]): a 4-byte header length from version 2 on, the header padded
+    /// with spaces and a newline to a multiple of 64 bytes.
+    fn versioned(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
+        let prefix = if major == 1 { 10 } else { 12 };
+        let mut h = header.as_bytes().to_vec();
+        while !(prefix + h.len() + 1).is_multiple_of(64) {
+            h.push(b' ');
+        }
+        h.push(b'\n');
+        let mut f = b"\x93NUMPY".to_vec();
+        f.extend([major, 0]);
+        if major == 1 {
+            f.extend((h.len() as u16).to_le_bytes());
+        } else {
+            f.extend((h.len() as u32).to_le_bytes());
+        }
+        f.extend(h);
+        f.extend(data);
+        f
+    }
+
+    fn read_bytes(file: &[u8]) -> Result<Npy, Error> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.npy");
+        std::fs::write(&path, file).unwrap();
+        read(&path)
+    }
+
+    #[test]
+    fn versions_1_2_and_3_round_trip_every_dtype() {
+        let dtypes = [
+            DType::S8,
+            DType::U8,
+            DType::S32,
+            DType::S64,
+            DType::F16,
+            DType::F32,
+            DType::F64,
+        ];
+        for dtype in dtypes {
+            for shape in [vec![], vec![3], vec![2, 0, 5], vec![2, 3]] {
+                let n: usize = shape.iter().product();
+                let data: Vec<u8> = (0..dtype.bytes_for(n).unwrap())
+                    .map(|i| (i * 29 + 7) as u8)
+                    .collect();
+                let h = header(descr(dtype).unwrap(), &shape);
+                for major in [1, 2, 3] {
+                    let f = versioned(major, &h, &data);
+                    let got = read_bytes(&f).unwrap_or_else(|e| panic!("v{major} {h}: {e}"));
+                    assert_eq!(
+                        (got.dtype, &got.shape, &got.data),
+                        (dtype, &shape, &data),
+                        "v{major} {h}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn version_2_header_longer_than_a_u16_length() {
+        // Version 2.0 exists for headers a u16 cannot measure; up to MAX_HEADER.
+        let h = format!("{}{}", header("<f4", &[2]), " ".repeat(65_000));
+        let data = [0u8, 0, 0x80, 0x3f, 0, 0, 0, 0x40];
+        let got = read_bytes(&versioned(2, &h, &data)).unwrap();
+        assert_eq!(
+            (got.dtype, got.shape, got.data),
+            (DType::F32, vec![2], data.to_vec())
+        );
+        let long = format!("{}{}", header("<f4", &[2]), " ".repeat(MAX_HEADER));
+        let err = read_bytes(&versioned(2, &long, &data)).unwrap_err();
+        assert!(matches!(err, Error::HeaderLength { .. }), "{err}");
+    }
+
+    #[test]
+    fn version_3_header_is_utf8() {
+        // Version 3.0 headers are UTF-8: a non-ASCII key is decoded, then refused
+        // as the unexpected key it is.
+        let h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'é': 1}";
+        let err = read_bytes(&versioned(3, h, &[0; 4])).unwrap_err();
+        assert!(
+            matches!(&err, Error::Header(HeaderError::UnexpectedKey(k)) if k == "é"),
+            "{err}"
+        );
+        // Bytes that are not UTF-8 are not a header.
+        let mut f = versioned(3, &header("<f4", &[1]), &[0; 4]);
+        f[14] = 0xff;
+        let err = read_bytes(&f).unwrap_err();
+        assert!(matches!(err, Error::HeaderNotText), "{err}");
+        // A version 4.0 file is refused, naming its version.
+        let mut f = versioned(3, &header("<f4", &[1]), &[0; 4]);
+        f[6] = 4;
+        let err = read_bytes(&f).unwrap_err();
+        assert!(
+            matches!(err, Error::Version { major: 4, minor: 0 }),
+            "{err}"
+        );
+    }
+
     #[test]
     fn numpy_style_headers_parse() {
         let h = "{'descr': '|u1', 'fortran_order': False, 'shape': (4L,), }   \n";

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use dq::{DType, DynamicDequantize, Options, Tensor, TensorMut};
 use serde_json::Value;
-use support::conformance::{assert_same_bits, case_dirs};
+use support::conformance::case_dirs;
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
@@ -161,8 +161,9 @@ fn run_reproduces_every_conformance_vector() {
         let want = std::fs::read(dir.join("dst.bin")).unwrap();
         let got = std::fs::read(&out).unwrap();
         assert_eq!(got, want, "{}", dir.display());
-        // Every other backend, and the default (auto) on two threads: same bits
-        // (NaN compared as NaN).
+        // Every other backend, and the default (auto) on two threads: the reference's
+        // bits exactly, NaN payloads included (the reference matched the vector's
+        // bits above on this machine, so there is no platform NaN left to excuse).
         let last = args.len() - 2;
         for backend in ["generated", "jit", "auto"] {
             let mut args = args.clone();
@@ -178,11 +179,11 @@ fn run_reproduces_every_conformance_vector() {
                 dir.display(),
                 stderr(&o)
             );
-            assert_same_bits(
-                dst_t,
-                &std::fs::read(&out).unwrap(),
-                &want,
-                &format!("{} {backend}", dir.display()),
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                want,
+                "{} {backend} ({dst_t})",
+                dir.display()
             );
         }
     }
@@ -221,6 +222,62 @@ fn npy_case() -> NpyCase {
     NpyCase {
         dir,
         want: bytemuck::cast_slice(&want).to_vec(),
+    }
+}
+
+/// Rewrites the version 1.0 `.npy` file at `path` as version `major`.0 (a 4-byte
+/// header length, the header padded again to a multiple of 64 bytes).
+fn rewrite_npy_version(path: &Path, major: u8) {
+    let (header, data) = npy_parts(&std::fs::read(path).unwrap());
+    let mut h = header.trim_end().as_bytes().to_vec();
+    while !(12 + h.len() + 1).is_multiple_of(64) {
+        h.push(b' ');
+    }
+    h.push(b'\n');
+    let mut f = b"\x93NUMPY".to_vec();
+    f.extend([major, 0]);
+    f.extend((h.len() as u32).to_le_bytes());
+    f.extend(h);
+    f.extend(data);
+    std::fs::write(path, f).unwrap();
+}
+
+/// Inputs in `.npy` format versions 2.0 and 3.0 (as NumPy writes for long or
+/// UTF-8 headers) read as version 1.0 does.
+#[test]
+fn run_reads_npy_versions_2_and_3() {
+    for major in [2, 3] {
+        let c = npy_case();
+        let d = c.dir.path();
+        for f in ["src.npy", "scales.npy", "zps.npy"] {
+            rewrite_npy_version(&d.join(f), major);
+            assert_eq!(std::fs::read(d.join(f)).unwrap()[6], major);
+        }
+        let out = d.join("out.bin");
+        assert_ok(&dq(&[
+            "run",
+            "--op",
+            "dynamic",
+            "--src-type",
+            "u8",
+            "--dst-type",
+            "f32",
+            "--shape",
+            "6x4",
+            "--qtype",
+            "per_channel",
+            "--axis",
+            "-1",
+            "--input",
+            p(&d.join("src.npy")),
+            "--scales",
+            p(&d.join("scales.npy")),
+            "--zps",
+            p(&d.join("zps.npy")),
+            "--output",
+            p(&out),
+        ]));
+        assert_eq!(std::fs::read(&out).unwrap(), c.want, "version {major}");
     }
 }
 
@@ -449,7 +506,8 @@ fn zero_sized_shape_writes_an_empty_output() {
 }
 
 /// `dq run` with `args` plus `--backend B --output out` for every backend `B` that is
-/// built in (the others are reported as skipped): the output bytes per backend.
+/// built in (one that is not is reported through `path_unavailable`): the output
+/// bytes per backend.
 fn run_on_every_backend(args: &[&str], out: &Path) -> Vec<(&'static str, Vec<u8>)> {
     let mut got = Vec::new();
     for b in ["reference", "generated", "jit", "auto"] {
@@ -460,7 +518,7 @@ fn run_on_every_backend(args: &[&str], out: &Path) -> Vec<(&'static str, Vec<u8>
         if o.status.code() == Some(2)
             && stderr(&o).contains(&format!("backend `{b}` is unavailable"))
         {
-            eprintln!("SKIPPED: backend {b} is not built in");
+            support::path_unavailable(&format!("dq run --backend {b}: {}", stderr(&o)));
             continue;
         }
         assert!(o.status.success(), "{b}: {}", stderr(&o));
@@ -622,11 +680,21 @@ impl ErrCase {
 
     /// Runs with `edits` twice (new output, existing output) and checks the failure.
     fn fails(&self, edits: &[(&str, Option<&str>)], message: &str) {
+        self.fails_with(edits, message, dq);
+    }
+
+    /// [`fails`](Self::fails), running the binary through `run`.
+    fn fails_with(
+        &self,
+        edits: &[(&str, Option<&str>)],
+        message: &str,
+        run: impl Fn(&[&str]) -> Output,
+    ) {
         let before: Vec<PathBuf> = self.listing();
         for output in ["new.bin", "old.bin"] {
             let args = self.args(output, edits);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let o = dq(&args);
+            let o = run(&args);
             let err = stderr(&o);
             assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
             assert_eq!(err.lines().count(), 1, "one line expected: {err:?}");
@@ -880,18 +948,56 @@ fn error_numpy_has_no_bf16() {
     assert!(!out.exists());
 }
 
+/// Runs `dq` in a process that may not make memory executable (Linux's
+/// memory-deny-write-execute, `PR_SET_MDWE`, as hardened services run): the JIT
+/// cannot finalize its code there. `None` when the kernel lacks the control.
+#[cfg(target_os = "linux")]
+fn dq_without_exec_memory(args: &[&str]) -> Option<Output> {
+    use std::os::unix::process::CommandExt;
+    const PR_SET_MDWE: libc::c_int = 65;
+    const PR_MDWE_REFUSE_EXEC_GAIN: libc::c_ulong = 1;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dq"));
+    cmd.args(args);
+    // SAFETY: the closure only calls prctl, which is async-signal-safe and touches
+    // no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    match cmd.output() {
+        Ok(o) => Some(o),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+        Err(e) => panic!("running dq under PR_SET_MDWE: {e}"),
+    }
+}
+
+/// `--backend jit` where the JIT cannot run: exit 2 with the JIT's reason, no
+/// output; `auto` falls back to a compiled-in backend there and gives the bits.
 #[test]
+#[cfg(target_os = "linux")]
 fn error_backend_unavailable() {
-    let b = dq::backends();
-    let jit = b.get(dq::Backend::Jit);
-    if jit.is_some() && b.get(dq::Backend::Generated).is_some() {
-        eprintln!("SKIPPED: every backend is built in; no unavailable backend to choose");
+    let c = ErrCase::new();
+    if dq_without_exec_memory(&["--help"]).is_none() {
+        support::path_unavailable("jit refusal under PR_SET_MDWE (kernel older than 6.3)");
         return;
     }
-    let name = if jit.is_none() { "jit" } else { "generated" };
-    ErrCase::new().fails(
-        &[("--backend", Some(name))],
-        &format!("backend `{name}` is unavailable"),
+    let run = |a: &[&str]| dq_without_exec_memory(a).unwrap();
+    c.fails_with(
+        &[("--backend", Some("jit"))],
+        "backend `jit` is unavailable: Cranelift finalize: ",
+        run,
+    );
+    let args = c.args("auto.bin", &[("--backend", Some("auto"))]);
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_ok(&o);
+    // src 1, 2, 3, 4 minus zero point 1, times 0.5.
+    assert_eq!(
+        f32s(&std::fs::read(c.path("auto.bin")).unwrap()),
+        [0.0, 0.5, 1.0, 1.5]
     );
 }
 

@@ -1,31 +1,28 @@
-//! Resource bounds of a compiling backend (the JIT): under a stream of distinct
-//! shapes its kernel cache stays bounded, and the code memory of evicted kernels is
-//! really returned (the process's mapped bytes stop growing).
-//!
-//! Works on any backend of `dq::backends()` whose `Kernel::stats()` is `Some`.
+//! Resource bounds of the JIT's kernel cache, counted exactly (no timings, no
+//! process-wide memory readings): under a stream of distinct shapes a cache of
+//! capacity `C` holds exactly `min(n, C)` kernels, its code bytes are exactly those
+//! of the kernels it holds, every shape compiles once, and the code memory of the
+//! kernels it dropped is unmapped.
 mod support;
 
+use std::collections::VecDeque;
+
 use dq::case::{Case, OwnedTensor};
-use dq::{DType, DynamicDequantize, Kernel, KernelStats, TensorDesc};
+use dq::dq_jit::Jit;
+use dq::{DType, DynamicDequantize, Kernel, STANDARD, TensorDesc};
 use support::reference;
 
-/// The process's mapped bytes (`VmSize` in /proc/self/status), when readable.
-fn vm_size() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmSize:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
+const CAPACITY: usize = 8;
 
-/// Runs one small per-channel plan of a shape made distinct by `i` and checks it.
-fn run_distinct(kernel: &dyn Kernel, i: usize) {
+/// A small per-channel case of a shape made distinct by `i`.
+fn distinct_case(i: usize) -> Case {
     let shape = [1 + i % 7, 3 + i];
     let n = shape[0] * shape[1];
     let src_b: Vec<u8> = (0..n).map(|x| (x * 37 + i) as u8).collect();
     let scales: Vec<u8> = (0..shape[1])
         .flat_map(|c| (0.25 + c as f32).to_le_bytes())
         .collect();
-    let case = Case {
+    Case {
         op: DynamicDequantize::per_channel(-1).into(),
         src: OwnedTensor::new(TensorDesc::new(DType::U8, &shape), src_b),
         scales: Some(OwnedTensor::new(
@@ -34,75 +31,71 @@ fn run_distinct(kernel: &dyn Kernel, i: usize) {
         )),
         zps: None,
         dst: OwnedTensor::new(TensorDesc::new(DType::F32, &shape), vec![0u8; n * 4]),
-    };
-    let run = |k: &dyn Kernel| case.run(k).unwrap();
-    assert_eq!(run(kernel), run(reference()), "shape {shape:?}");
+    }
 }
 
-/// Every backend variant that reports compile statistics.
-fn compiling_backends() -> Vec<(&'static str, &'static dyn Kernel)> {
-    let b = dq::backends();
-    let v: Vec<_> = (b.kernels().iter())
-        .filter(|k| k.stats().is_some())
-        .map(|&k| (k.name(), k))
-        .collect();
-    if v.is_empty() {
-        eprintln!("SKIPPED: no backend with compile statistics (the JIT) in this build");
-    }
-    v
+/// The page holding `addr`.
+fn page_of(addr: usize) -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    addr & !(page - 1)
+}
+
+/// True when the page at `page` is mapped in this process (`msync` answers
+/// `ENOMEM` for an unmapped range).
+fn mapped(page: usize) -> bool {
+    // SAFETY: msync with MS_ASYNC reads no memory and changes no mapping; it only
+    // reports whether the range is mapped.
+    unsafe { libc::msync(page as *mut libc::c_void, 1, libc::MS_ASYNC) == 0 }
 }
 
 #[test]
-fn cache_stays_bounded_and_code_memory_is_freed() {
-    for (name, k) in compiling_backends() {
-        let stats = || -> KernelStats { k.stats().unwrap() };
-        // Fill the cache well past any plausible capacity, watching its size.
-        let mut max_cached = 0;
-        let mut i = 0;
-        let mut plateau = 0;
-        while plateau < 300 && i < 5000 {
-            run_distinct(k, i);
-            let c = stats().cached;
-            if c > max_cached {
-                max_cached = c;
-                plateau = 0;
-            } else {
-                plateau += 1;
-            }
-            i += 1;
+fn cache_holds_capacity_kernels_and_unmaps_the_code_it_drops() {
+    let jit = Jit::new(&STANDARD, CAPACITY);
+    let stats = || jit.stats().expect("the JIT reports statistics");
+    // The code sizes of the kernels the cache should hold (least recent first; each
+    // shape is new, so the least recent is the least recently used).
+    let mut held: VecDeque<usize> = VecDeque::new();
+    let mut pages = Vec::new();
+    let n = 6 * CAPACITY;
+    for i in 0..n {
+        let case = distinct_case(i);
+        let k = jit.kernel(&case.plan().unwrap()).unwrap();
+        held.push_back(k.code_bytes());
+        if held.len() > CAPACITY {
+            held.pop_front();
         }
-        assert!(
-            plateau >= 300,
-            "{name}: cache still growing after {i} distinct shapes ({max_cached} cached)"
+        let page = page_of(k.entry() as usize);
+        assert!(mapped(page), "kernel {i}: its code page is not mapped");
+        pages.push(page);
+        drop(k);
+        assert_eq!(
+            case.run(&jit).unwrap(),
+            case.run(reference()).unwrap(),
+            "{i}"
         );
-        let code_full = stats().code_bytes;
-        let vm_full = vm_size();
-        // Another long stream of new shapes: counts, code bytes and mapped memory
-        // must not grow (evicted code is unmapped, not leaked).
-        let before = stats().compiled;
-        for j in 0..2000 {
-            run_distinct(k, i + j);
-        }
-        let after = stats();
-        assert!(
-            after.compiled >= before + 2000,
-            "{name}: shapes were not new"
+        let s = stats();
+        assert_eq!(
+            s.compiled,
+            i as u64 + 1,
+            "kernel {i}: one compile per shape"
         );
-        assert!(after.cached <= max_cached, "{name}: {after:?}");
-        assert!(
-            after.code_bytes <= code_full + code_full / 4,
-            "{name}: code bytes {code_full} -> {}",
-            after.code_bytes
+        assert_eq!(s.cached, held.len() as u64, "kernel {i}: cached");
+        assert_eq!(
+            s.code_bytes,
+            held.iter().sum::<usize>() as u64,
+            "kernel {i}: code bytes are those of the cached kernels"
         );
-        if let (Some(a), Some(b)) = (vm_full, vm_size()) {
-            let grown = b.saturating_sub(a);
-            eprintln!(
-                "{name}: {max_cached} kernels cached, {code_full} code bytes; VmSize {a} -> {b} after 2000 more compiles"
-            );
-            assert!(
-                grown < 32 << 20,
-                "{name}: mapped memory grew by {grown} bytes over 2000 evicting compiles"
-            );
-        }
+    }
+    // Nothing holds a kernel now: clearing the cache frees every byte of code and
+    // unmaps it (the evicted kernels' pages too, and none is mapped again).
+    jit.clear();
+    let s = stats();
+    assert_eq!((s.cached, s.code_bytes, s.compiled), (0, 0, n as u64));
+    for (i, &page) in pages.iter().enumerate() {
+        assert!(
+            !mapped(page),
+            "kernel {i}: code page {page:#x} still mapped"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! The main job as a library call: every weight of a small preset, every backend,
 //! bit-identical outputs and the right counts.
+mod support;
+
 use dq::Backend;
 use dq::model::{self, ModelConfig, Scheme};
 
@@ -16,11 +18,17 @@ fn config(scheme: Scheme, group: usize) -> ModelConfig {
     }
 }
 
-/// The backends of the config that this build offers (explicit ones never fall back).
+/// The backends of the config that this build offers (explicit ones never fall
+/// back); a missing one is reported through `path_unavailable`.
 fn available(mut cfg: ModelConfig) -> ModelConfig {
     let b = dq::backends();
-    cfg.backends
-        .retain(|&k| k == Backend::Auto || b.get(k).is_some());
+    cfg.backends.retain(|&k| {
+        let there = k == Backend::Auto || b.get(k).is_some();
+        if !there {
+            support::path_unavailable(&format!("model run on backend {}", k.name()));
+        }
+        there
+    });
     cfg
 }
 
@@ -57,21 +65,37 @@ fn tiny_model_verifies_in_every_scheme() {
     }
 }
 
+/// The JIT's compile counts over the tiny model, in a process of its own (`dq
+/// model`: a cold cache, and no other test compiling meanwhile): the 14 weights of
+/// 2 layers have 4 distinct loop nests (q/o, k/v, gate/up, down), so 4 compiles and
+/// 10 reuses; a second JIT run over the same weights compiles nothing.
 #[test]
 fn jit_compiles_one_kernel_per_distinct_loop_nest() {
     if dq::backends().get(Backend::Jit).is_none() {
-        eprintln!("SKIPPED: the jit backend is not built in");
+        support::path_unavailable("model run on backend jit");
         return;
     }
-    let mut cfg = config(Scheme::U4Bf16, 64);
-    cfg.backends = vec![Backend::Jit];
-    cfg.verify = false;
-    cfg.seed = 0x5eed_0001; // data does not change kernels; the cache may be warm from other tests
-    let rep = model::run(&cfg, |_, _, _| {}).unwrap();
-    let jit = &rep.backends[0];
-    assert_eq!(jit.kernels_compiled + jit.kernels_reused, 14);
-    // q/o, k/v, gate/up and down have 4 distinct shapes: at most 4 compiles.
-    assert!(jit.kernels_compiled <= 4, "{jit:?}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dq"))
+        .args([
+            "model", "--preset", "tiny", "--scheme", "u4-bf16", "--group", "64",
+        ])
+        .args(["--layers", "2", "--backend", "jit,jit", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counts: Vec<(&str, u64, u64)> = (j["backends"].as_array().unwrap().iter())
+        .map(|b| {
+            let n = |k: &str| b[k].as_u64().unwrap();
+            let name = b["backend"].as_str().unwrap();
+            (name, n("kernels_compiled"), n("kernels_reused"))
+        })
+        .collect();
+    assert_eq!(counts, [("jit", 4, 10), ("jit", 0, 14)], "{j}");
 }
 
 #[test]

@@ -169,3 +169,169 @@ fn diagnostics() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");
 }
+
+/// A diagnostic's UI case and rendered fragment, or why it cannot be emitted.
+type UiCase = Result<(&'static str, &'static str), &'static str>;
+
+/// Every diagnostic `#[dequant_kernel]` can emit, by a fragment of its message in
+/// dq-macros' source: the UI case showing it and a fragment of the rendered error
+/// (`Err`: unreachable, with why).
+const DIAGNOSTICS: &[(&str, UiCase)] = &[
+    (
+        "expected dtype sets",
+        Ok(("no_dtype_sets", "expected dtype sets")),
+    ),
+    ("unknown key `", Ok(("unknown_key", "unknown key `zp`"))),
+    (
+        "duplicate key `",
+        Ok(("duplicate_key", "duplicate key `src`")),
+    ),
+    ("lists no dtype", Ok(("empty_list", "`zps` lists no dtype"))),
+    (
+        "unknown dtype `",
+        Ok(("unknown_dtype", "unknown dtype `i8`")),
+    ),
+    (
+        "is not allowed in `",
+        Ok(("dtype_not_allowed_in_key", "`f32` is not allowed in `src`")),
+    ),
+    (
+        "duplicate dtype `",
+        Ok(("duplicate", "duplicate dtype `s8` in `src`")),
+    ),
+    (
+        "missing `{key} = [...]`",
+        Ok(("missing_key", "missing `dst = [...]`")),
+    ),
+    (
+        "no op allows the combination",
+        Ok(("bad_combination", "no op allows the combination src = s32")),
+    ),
+    (
+        "duplicate combination",
+        Ok(("duplicate", "duplicate combination src = s8")),
+    ),
+    (
+        "expected 3 parameters",
+        Ok(("wrong_param_count", "expected 3 parameters")),
+    ),
+    (
+        "duplicate parameter `",
+        Ok(("duplicate_parameter", "duplicate parameter `q`")),
+    ),
+    (
+        "the DSL fixes parameter types",
+        Ok(("parameter_type", "write `q: int`")),
+    ),
+    ("the body is empty", Ok(("empty_body", "the body is empty"))),
+    (
+        "the body must end with an expression",
+        Ok((
+            "ends_with_statement",
+            "the body must end with an expression",
+        )),
+    ),
+    (
+        "integer-only formula",
+        Ok(("integer_only", "integer-only formula")),
+    ),
+    (
+        "unsupported statement",
+        Ok(("unsupported_statement", "unsupported statement")),
+    ),
+    (
+        "must name one variable",
+        Ok(("let_pattern", "a `let` binding must name one variable")),
+    ),
+    (
+        "needs a value",
+        Ok(("let_without_value", "a `let` binding needs a value")),
+    ),
+    (
+        "must be `let name = expr;`",
+        Ok(("let_mut", "a `let` binding must be `let name = expr;`")),
+    ),
+    ("unknown name `", Ok(("unknown_name", "unknown name `zp`"))),
+    (
+        "unsupported path",
+        Ok(("unsupported_path", "unsupported path")),
+    ),
+    (
+        "self.bad(f, err.to_string())",
+        Err("a float literal the lexer accepts always parses as f64 (too large: inf)"),
+    ),
+    (
+        "without a suffix",
+        Ok((
+            "float_literal_suffix",
+            "write float literals without a suffix",
+        )),
+    ),
+    (
+        "integer literal `",
+        Ok((
+            "integer_literal",
+            "integer literal `2`: write a float literal such as `2.0`",
+        )),
+    ),
+    (
+        "unsupported literal",
+        Ok(("unsupported_literal", "unsupported literal")),
+    ),
+    (
+        "unsupported operator; ",
+        Ok(("unsupported_unary_operator", "unsupported operator; ")),
+    ),
+    (
+        "unsupported expression",
+        Ok(("several_mistakes", "unsupported expression")),
+    ),
+    (
+        "unsupported operator `",
+        Ok(("unsupported_operator", "unsupported operator `/`")),
+    ),
+    (
+        "unsupported function `",
+        Ok(("unsupported_function", "unsupported function `sqrt`")),
+    ),
+    (
+        "argument{}, found",
+        Ok(("function_arity", "`min` takes 2 arguments, found 1")),
+    ),
+];
+
+/// [`DIAGNOSTICS`] lists every diagnostic site of dq-macros (a new one fails this
+/// until it has a UI case), and each UI case's `.stderr` shows its message.
+#[test]
+fn every_macro_diagnostic_has_a_ui_case() {
+    let src: String = ["ast.rs", "expand.rs", "lib.rs", "validate.rs"]
+        .iter()
+        .map(|f| std::fs::read_to_string(format!("dq-macros/src/{f}")).unwrap())
+        .collect();
+    // The sites: `errors.at(..)`, `self.bad(..)` and `syn::Error::new(..)` calls,
+    // less the one `.at(` inside `bad` itself.
+    let sites = [".at(", ".bad(", "syn::Error::new("]
+        .iter()
+        .map(|p| src.matches(p).count())
+        .sum::<usize>()
+        - 1;
+    assert_eq!(
+        sites,
+        DIAGNOSTICS.len(),
+        "a diagnostic site without an entry"
+    );
+    for (fragment, case) in DIAGNOSTICS {
+        assert_eq!(
+            src.matches(fragment).count(),
+            1,
+            "{fragment:?} in dq-macros/src"
+        );
+        let Ok((file, shown)) = case else { continue };
+        let stderr = std::fs::read_to_string(format!("tests/ui/{file}.stderr")).unwrap();
+        assert!(stderr.contains(shown), "{file}.stderr lacks {shown:?}");
+        assert!(
+            stderr.contains(&format!("--> tests/ui/{file}.rs:")),
+            "{file}: span"
+        );
+    }
+}

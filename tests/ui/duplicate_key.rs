@@ -1,0 +1,8 @@
+use dq::dequant_kernel;
+
+#[dequant_kernel(src = [s8], zps = [none], src = [u8], dst = [f32])]
+fn k(q: int, z: int, s: float) {
+    (q - z) * s
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use dq::dequant_kernel;
+
+#[dequant_kernel(src = [s8], zps = [none], dst = [f32])]
+fn k(q: int, z: int, s: float) {
+    (q - z) * s * 2
+}
+
+fn main() {}
