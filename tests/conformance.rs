@@ -7,7 +7,7 @@ mod support;
 
 use dq::{Backend, Reference};
 use support::conformance::{assert_same_bits, case_dirs, load};
-use support::paths::{force_chunks, ran};
+use support::paths::{default_chunks, force_chunks, ran};
 use support::{backend_variants, path_unavailable};
 
 #[test]
@@ -29,6 +29,8 @@ fn reference_matches_every_vector() {
 #[test]
 fn every_backend_choice_matches_every_vector_on_two_threads() {
     let backends = dq::backends();
+    // The executor's own chunks (another test here forces small ones).
+    let _natural = default_chunks();
     for choice in [Backend::Generated, Backend::Jit, Backend::Auto] {
         if choice != Backend::Auto && backends.get(choice).is_none() {
             path_unavailable(&format!("backend {choice} (not in this build)"));

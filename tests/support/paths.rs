@@ -40,6 +40,8 @@ impl Drop for StoreSwitch {
 
 /// While alive: `Job::run_parallel` cuts chunks of exactly the chosen length (so it
 /// splits at every size). Tests holding one run one at a time; dropping restores.
+/// Other tests of the binary running meanwhile see the forced chunks too (the same
+/// bits either way); one that needs the executor's own holds [`default_chunks`].
 pub struct ChunkSwitch {
     _lock: MutexGuard<'static, ()>,
 }
