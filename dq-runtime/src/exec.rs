@@ -544,9 +544,9 @@ mod tests {
     fn forced_chunks_are_cut_exactly_then_restored() {
         force_chunk(Some(7));
         assert_eq!(split(20, 2), [0..7, 7..14, 14..20]);
-        assert_eq!(split(5, 1), [0..5]);
+        assert_eq!(split(5, 1), vec![Range { start: 0, end: 5 }]);
         force_chunk(None);
-        assert_eq!(split(20, 2), [0..20]);
+        assert_eq!(split(20, 2), vec![Range { start: 0, end: 20 }]);
     }
 
     #[test]
