@@ -522,7 +522,12 @@ fn probe_overrun_child() {
     use support::cases::{CaseExt, case_strategy};
     use support::guard::Guard;
     let Ok(mode) = std::env::var("DQ_GUARD_PROBE") else {
-        eprintln!("probe_overrun_child: set DQ_GUARD_PROBE to run (it crashes on purpose)");
+        // Straight to stderr (libtest does not capture it): run by hand, this did nothing.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "probe_overrun_child: did nothing; set DQ_GUARD_PROBE to run (it crashes on purpose)"
+        );
         return;
     };
     let mode: &'static str = Box::leak(mode.into_boxed_str());
