@@ -7,13 +7,14 @@
 mod support;
 
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dq::case::OwnedTensor;
 use dq::{Backend, OpKind, Options, Plan, TensorMut};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use support::cases::{Case, CaseExt, assert_bits, case_strategy, split_ranges};
-use support::{Rng, all_variants, reference};
+use support::{Rng, all_variants, path_unavailable, reference};
 
 fn small() -> bool {
     std::env::var_os("DQ_CONCURRENCY_SMALL").is_some()
@@ -58,7 +59,8 @@ fn large_case(n: usize) -> Case {
     }
 }
 
-/// Runs `case` through `dq::dequantize` with `opts`; `None` when the backend is absent.
+/// Runs `case` through `dq::dequantize` with `opts`; `None` when the backend is not
+/// in this build (reported by `path_unavailable`).
 fn via_api(case: &Case, opts: &Options) -> Option<Vec<u8>> {
     let mut out = case.dst.data.clone();
     let src = case.src.view();
@@ -77,8 +79,14 @@ fn via_api(case: &Case, opts: &Options) -> Option<Vec<u8>> {
         opts,
     ) {
         Ok(()) => Some(out),
-        Err(dq::Error::BackendUnavailable { .. }) if opts.backend != Backend::Auto => None,
-        Err(e) => panic!("dequantize failed: {e}\n{case:?}"),
+        // A backend this build lacks; one it has must run every valid case.
+        Err(dq::Error::BackendUnavailable { .. })
+            if opts.backend != Backend::Auto && dq::backends().get(opts.backend).is_none() =>
+        {
+            path_unavailable(&format!("backend {} (not in this build)", opts.backend));
+            None
+        }
+        Err(e) => panic!("dequantize with {} failed: {e}\n{case:?}", opts.backend),
     }
 }
 
@@ -89,10 +97,11 @@ fn threads_share_plans_and_backends() {
     let (threads, n, rounds) = if small() { (4, 12, 1) } else { (8, 60, 2) };
     let work = workload(n);
     let barrier = Barrier::new(threads);
-    let ran = std::sync::atomic::AtomicUsize::new(0);
+    let ran = AtomicUsize::new(0);
+    let absent = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (work, barrier, ran) = (&work, &barrier, &ran);
+            let (work, barrier, ran, absent) = (&work, &barrier, &ran, &absent);
             s.spawn(move || {
                 barrier.wait();
                 for round in 0..rounds {
@@ -103,20 +112,31 @@ fn threads_share_plans_and_backends() {
                             backend,
                             threads: 1 + (i + t) % 3,
                         };
-                        if let Some(got) = via_api(case, &opts) {
-                            assert_bits(case, &got, want, &format!("{backend} thread {t}"));
-                            ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        match via_api(case, &opts) {
+                            Some(got) => {
+                                assert_bits(case, &got, want, &format!("{backend} thread {t}"));
+                                ran.fetch_add(1, Ordering::Relaxed);
+                            }
+                            None => {
+                                absent.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                 }
             });
         }
     });
-    assert!(ran.into_inner() >= threads * rounds * work.len() / 2);
+    // Every run ran, but those of a backend this build lacks (reported above).
+    let absent = absent.into_inner();
+    let built = Backend::ALL
+        .iter()
+        .all(|&b| b == Backend::Auto || dq::backends().get(b).is_some());
+    assert!(!built || absent == 0, "{absent} runs found no backend");
+    assert_eq!(ran.into_inner() + absent, threads * rounds * work.len());
 }
 
 /// One plan and one set of inputs shared by every thread; each thread runs its own
-/// dst through `Job::run_parallel` with every kernel variant.
+/// dst through `Job::run_parallel` (1, 2, 3 or 7 threads) with every kernel variant.
 #[test]
 fn one_plan_many_run_parallel_calls() {
     let case = large_case(if small() { 70_000 } else { 200_000 });
@@ -131,7 +151,8 @@ fn one_plan_many_run_parallel_calls() {
                 barrier.wait();
                 for v in all_variants() {
                     let mut got = case.dst.data.clone();
-                    case.with_job(plan, &mut got, |job| job.run_parallel(v.kernel, 1 + t % 4))
+                    let threads = [1, 2, 3, 7][t % 4];
+                    case.with_job(plan, &mut got, |job| job.run_parallel(v.kernel, threads))
                         .unwrap()
                         .unwrap();
                     assert_bits(case, &got, want, &format!("{} thread {t}", v.name));

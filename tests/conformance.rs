@@ -1,9 +1,14 @@
-//! The conformance vectors (tests/conformance, copied from the shared set): every
-//! backend must reproduce dst.bin bit for bit.
+//! The conformance vectors (tests/conformance, copied from the shared set): the
+//! reference, every backend choice and the generated kernels pinned to every ISA this
+//! CPU has must reproduce dst.bin bit for bit, NaN bits included on x86-64 (see
+//! `support::conformance::assert_same_bits`), on one thread and split across threads.
+//! A backend refusing a vector fails the test.
 mod support;
 
 use dq::{Backend, Reference};
 use support::conformance::{assert_same_bits, case_dirs, load};
+use support::paths::{default_chunks, force_chunks, ran};
+use support::{backend_variants, path_unavailable};
 
 #[test]
 fn all_sixty_cases_are_present() {
@@ -16,33 +21,64 @@ fn reference_matches_every_vector() {
         let case = load(&dir);
         let got = case.run(&Reference::default(), 1);
         assert_same_bits(case.dst_type(), &got, &case.expected, &case.name);
-        // NaN results also keep the exact bits x86-64 gives. Elsewhere the sign and
-        // payload are the platform multiply's (SPEC section 5: aarch64's default
-        // NaN is positive), so NaN compares as NaN there.
-        if cfg!(target_arch = "x86_64") {
-            assert_eq!(got, case.expected, "{}: NaN bits", case.name);
-        }
     }
 }
 
+/// `dq::backends().select` for every choice: each one this build has accepts every
+/// vector and reproduces it on two threads.
 #[test]
-fn every_available_backend_matches_every_vector_on_two_threads() {
+fn every_backend_choice_matches_every_vector_on_two_threads() {
     let backends = dq::backends();
+    // The executor's own chunks (another test here forces small ones).
+    let _natural = default_chunks();
     for choice in [Backend::Generated, Backend::Jit, Backend::Auto] {
+        if choice != Backend::Auto && backends.get(choice).is_none() {
+            path_unavailable(&format!("backend {choice} (not in this build)"));
+            continue;
+        }
         for dir in case_dirs() {
             let case = load(&dir);
-            let plan = case.plan();
-            let Ok(kernel) = backends.select(choice, &plan) else {
-                eprintln!("NOTE: backend {choice} not available for {}", case.name);
-                continue;
-            };
+            let kernel = backends
+                .select(choice, &case.plan())
+                .unwrap_or_else(|e| panic!("{choice} refuses vector {}: {e}", case.name));
             let got = case.run(kernel, 2);
-            assert_same_bits(
-                case.dst_type(),
-                &got,
-                &case.expected,
-                &format!("{choice}: {}", case.name),
-            );
+            let what = format!("{choice}: {}", case.name);
+            assert_same_bits(case.dst_type(), &got, &case.expected, &what);
         }
+        ran(&format!(
+            "conformance: backend {choice} (unpinned generated kernels on {}, DQ_ISA={})",
+            dq::generated::dequantize.isa().name(),
+            std::env::var("DQ_ISA").unwrap_or_else(|_| "unset".into())
+        ));
+    }
+}
+
+/// Every kernel variant (each backend, and `generated/<isa>` pinned to each ISA
+/// this CPU has) on every vector: whole on one thread, and on 3 threads with
+/// `run_parallel` forced to cut chunks of 1, 7 and 64 elements.
+#[test]
+fn every_kernel_variant_and_pinned_isa_matches_every_vector() {
+    let variants = backend_variants();
+    let chunks = force_chunks(1);
+    for dir in case_dirs() {
+        let case = load(&dir);
+        let plan = case.plan();
+        for v in &variants {
+            if let Err(e) = v.kernel.supports(&plan) {
+                panic!("{} refuses vector {}: {e}", v.name, case.name);
+            }
+            let got = case.run(v.kernel, 1);
+            let what = format!("{}: {}", v.name, case.name);
+            assert_same_bits(case.dst_type(), &got, &case.expected, &what);
+            for chunk in [1, 7, 64] {
+                chunks.set(chunk);
+                let got = case.run(v.kernel, 3);
+                let what = format!("{}: {} on 3 threads, chunks of {chunk}", v.name, case.name);
+                assert_same_bits(case.dst_type(), &got, &case.expected, &what);
+            }
+        }
+    }
+    for v in &variants {
+        ran(&format!("conformance: {}", v.name));
     }
 }

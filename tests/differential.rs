@@ -1,7 +1,9 @@
 //! Differential fuzzing: every backend `dq::backends()` offers must give the same dst
 //! bytes as the scalar reference — bit for bit, NaN payloads included (same machine),
 //! and bytes outside the dst view untouched — on random valid cases (see
-//! `support::cases`) and under random thread counts and sub-range splits.
+//! `support::cases`) and under random thread counts and sub-range splits; with
+//! `run_parallel` forced to cut small chunks at 1, 2, 3 and 7 threads; and on cases
+//! large enough that `run_parallel` splits them by itself.
 //!
 //! Cases per property: `DQ_PROPTEST_CASES` (default 750; `scripts/fuzz-campaign.sh`
 //! runs many more).
@@ -10,7 +12,8 @@ mod support;
 use dq::OpKind;
 use proptest::prelude::*;
 use support::cases::{Case, CaseExt, assert_bits, case_strategy, split_ranges};
-use support::{Variant, backend_variants, proptest_cases, reference};
+use support::paths::{default_chunks, force_chunks, ran};
+use support::{Rng, Variant, backend_variants, proptest_cases, reference};
 
 /// How a case is executed.
 #[derive(Clone, Debug)]
@@ -72,8 +75,37 @@ fn config() -> ProptestConfig {
     }
 }
 
+/// The thread counts every split test runs at.
+const THREADS: [usize; 4] = [1, 2, 3, 7];
+
+/// `Job::run_parallel` on `threads` threads with chunks forced to `chunk` elements
+/// (so even small cases split, at boundaries of any alignment): every variant, and
+/// the reference itself, equal the reference run whole.
+fn check_forced_chunks(case: &Case, threads: usize, chunk: usize) {
+    let want = case.run(reference()).expect("run");
+    let _chunks = force_chunks(chunk);
+    let what = |name: &str| format!("{name}: {threads} threads, chunks of {chunk}");
+    let got = case
+        .run_parallel(reference(), threads)
+        .expect("run_parallel");
+    assert_bits(case, &got, &want, &what("reference"));
+    for v in backend_variants() {
+        let got = case.run_parallel(v.kernel, threads).expect("run_parallel");
+        assert_bits(case, &got, &want, &what(v.name));
+    }
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn forced_small_chunks_match_reference(
+        case in case_strategy(None),
+        threads in prop::sample::select(THREADS.to_vec()),
+        chunk in prop_oneof![1usize..=16, 17usize..=300],
+    ) {
+        check_forced_chunks(&case, threads, chunk);
+    }
 
     #[test]
     fn static_dequantize_matches_reference(case in case_strategy(Some(OpKind::Dequantize)), exec in exec_strategy()) {
@@ -135,6 +167,99 @@ fn generator_covers_the_edges() {
     assert!(ranks.iter().all(|&n| n > 100), "ranks: {ranks:?}");
     assert!(remainder > 50, "group remainders: {remainder}");
     assert!(nan_scale > 20, "f16 NaN scales: {nan_scale}");
+}
+
+/// Cases large enough that `run_parallel` splits them by itself (several executor
+/// chunks): 4-bit per group with an odd element count, 8-bit per channel into a
+/// transposed (strided) dst, s32 zero points into f16, and the axes form into f64.
+fn large_cases() -> Vec<Case> {
+    use dq::case::OwnedTensor;
+    use dq::{AxesDequantize, DType, DynamicDequantize, TensorDesc};
+    use support::cases::{float_bytes, int_bytes};
+    let mut rng = Rng::new(0x510e_527f_ade6_82d1);
+    let mut make =
+        |op: dq::Op, src: TensorDesc, ss: &[usize], zps: Option<DType>, dst: TensorDesc| {
+            let need = |d: &TensorDesc| d.required_bytes(dq::Role::Src).unwrap();
+            let sd = TensorDesc::new(dst.dtype, ss);
+            let scales = float_bytes(&mut rng, dst.dtype, need(&sd), 2);
+            let zps = zps.map(|t| {
+                let zd = TensorDesc::new(t, ss);
+                let zb = int_bytes(&mut rng, t, need(&zd));
+                OwnedTensor::new(zd, zb)
+            });
+            Case {
+                op,
+                src: OwnedTensor::new(src.clone(), int_bytes(&mut rng, src.dtype, need(&src))),
+                scales: Some(OwnedTensor::new(sd, scales)),
+                zps,
+                dst: OwnedTensor::new(dst.clone(), rng.bytes(need(&dst))),
+            }
+        };
+    let n = 150_001;
+    let (rows, cols) = (391, 257);
+    let transposed = TensorDesc::new(DType::F32, &[rows, cols]).with_strides(&[1, rows]);
+    vec![
+        make(
+            DynamicDequantize::per_group(vec![64]).into(),
+            TensorDesc::new(DType::U4, &[n]),
+            &[n.div_ceil(64)],
+            Some(DType::U8),
+            TensorDesc::new(DType::BF16, &[n]),
+        ),
+        make(
+            DynamicDequantize::per_channel(-1).into(),
+            TensorDesc::new(DType::S8, &[rows, cols]),
+            &[cols],
+            Some(DType::S8),
+            transposed,
+        ),
+        make(
+            DynamicDequantize::per_channel(0).into(),
+            TensorDesc::new(DType::U8, &[rows, cols]),
+            &[rows],
+            Some(DType::S32),
+            TensorDesc::new(DType::F16, &[rows, cols]),
+        ),
+        make(
+            AxesDequantize::new(vec![1]).into(),
+            TensorDesc::new(DType::S32, &[rows, cols]),
+            &[cols],
+            Some(DType::S32),
+            TensorDesc::new(DType::F64, &[rows, cols]),
+        ),
+    ]
+}
+
+/// Large cases on every variant: `run_parallel` at 1, 2, 3 and 7 threads with the
+/// executor's own chunks, then random sub-ranges (job parts on their own threads).
+#[test]
+fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
+    let mut rng = Rng::new(77);
+    let _natural = default_chunks();
+    for case in large_cases() {
+        let n = case.numel();
+        assert!(dq::exec::split(n, 2).len() > 1, "{n} elements do not split");
+        let want = case.run(reference()).expect("run");
+        for v in backend_variants() {
+            for threads in THREADS {
+                let got = case.run_parallel(v.kernel, threads).expect("run_parallel");
+                assert_bits(&case, &got, &want, &format!("{} {threads} threads", v.name));
+            }
+            for _ in 0..3 {
+                let cuts: Vec<u32> = (0..1 + rng.below(7))
+                    .map(|_| rng.next_u64() as u32)
+                    .collect();
+                let got = case.run_split(v.kernel, &split_ranges(n, &cuts));
+                assert_bits(&case, &got, &want, &format!("{} cut at {cuts:?}", v.name));
+            }
+        }
+    }
+    for v in backend_variants() {
+        ran(&format!(
+            "parallel splits at 1, 2, 3, 7 threads: {}",
+            v.name
+        ));
+    }
 }
 
 /// A kernel that skips the last element of every range it is given.

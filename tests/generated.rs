@@ -16,11 +16,17 @@ use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, GeneratedKernel, Kernel, Op, Plan,
     Reference, Tensor, TensorDesc, TensorMut,
 };
+use support::paths::{cpu_has, ran, store_switch};
 use support::{Rng, pinned};
 
-/// The standard kernel pinned to every ISA the machine has (loud when one is not).
+/// The standard kernel pinned to every ISA the machine has (loud when one is not),
+/// so the suite runs every ISA path in-process, whatever `DQ_ISA` says.
 fn kernels() -> Vec<(Isa, GeneratedKernel)> {
-    pinned(standard())
+    let ks = pinned(standard());
+    for (isa, _) in &ks {
+        ran(&format!("generated suite on generated/{}", isa.name()));
+    }
+    ks
 }
 
 #[derive(Clone, Debug)]
@@ -562,11 +568,16 @@ fn large_outputs_take_the_streaming_path() {
         ),
     ];
     for store in StoreStrategy::ALL {
-        policy::set_large_store(store);
-        assert_eq!(policy::large_store(), store);
+        let _switch = store_switch(store, None);
         for (s, z, d, gran) in big.clone() {
             let cols = 4099;
             let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
+            // The case is large enough for the kernels to take `store` (they ask
+            // `store_for` of the whole output): fails if the sizes above shrink
+            // below the threshold, or the threshold stops following the switch.
+            let bytes = d.bytes_for(rows * cols).unwrap();
+            assert!(bytes > llc / 2, "{bytes} bytes is not a large output");
+            assert_eq!(policy::store_for(bytes), store, "{bytes} bytes");
             Case {
                 form: OpForm::Dynamic,
                 key: (s, z, d),
@@ -579,8 +590,10 @@ fn large_outputs_take_the_streaming_path() {
             }
             .run(&mut rng, &ks);
         }
+        for (isa, _) in &ks {
+            ran(&format!("generated/{} store={}", isa.name(), store.name()));
+        }
     }
-    policy::set_large_store(StoreStrategy::DEFAULT);
 }
 
 #[test]
@@ -618,13 +631,64 @@ fn s32_zero_points_near_the_limits_take_the_exact_path() {
     }
 }
 
+/// The ISA `DQ_ISA=<value>` should select (`None`: unset), from this test's own
+/// table of spellings and the CPU's flags (`cpu_has`), not the library's parser.
+fn expected_selection(value: Option<&str>) -> Isa {
+    let best = *Isa::ALL.iter().rfind(|&&i| cpu_has(i)).unwrap();
+    let asked = match value {
+        Some("portable") => Isa::Portable,
+        Some("avx2") => Isa::Avx2,
+        Some("avx512") => Isa::Avx512,
+        _ => return best, // unset or not a spelling: ignored
+    };
+    asked.min(best)
+}
+
+/// `hardware()` and pinning agree with the CPU's flags, and `DQ_ISA` (read once per
+/// process, so each value in a child process) selects the ISA it names, clamped to
+/// what the CPU has; the unpinned generated kernel then runs on it.
 #[test]
 fn dq_isa_env_is_clamped_to_the_hardware() {
-    assert!(dq::arch::selected() <= dq::arch::hardware());
+    let best = expected_selection(None);
+    assert_eq!(dq::arch::hardware(), best);
     for isa in Isa::ALL {
-        assert_eq!(
-            standard().with_isa(isa).is_some(),
-            isa <= dq::arch::hardware()
+        assert_eq!(standard().with_isa(isa).is_some(), cpu_has(isa), "{isa:?}");
+        assert_eq!(isa.available(), cpu_has(isa), "{isa:?}");
+    }
+    let own = std::env::var("DQ_ISA").ok();
+    assert_eq!(dq::arch::selected(), expected_selection(own.as_deref()));
+    for value in [
+        None,
+        Some("portable"),
+        Some("avx2"),
+        Some("avx512"),
+        Some("sse9"),
+    ] {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child.args(["--exact", "print_selected_isa", "--ignored", "--nocapture"]);
+        child.env_remove("DQ_ISA");
+        if let Some(v) = value {
+            child.env("DQ_ISA", v);
+        }
+        let out = child.output().unwrap();
+        assert!(out.status.success(), "{value:?}: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let want = expected_selection(value).name();
+        assert!(
+            stdout.contains(&format!("SELECTED ISA {want} {want}\n")),
+            "DQ_ISA={value:?}: want {want}, child said: {stdout}"
         );
     }
+}
+
+/// Child half of `dq_isa_env_is_clamped_to_the_hardware`: prints the ISA this
+/// process selected and the one the unpinned generated kernel runs on.
+#[test]
+#[ignore = "run by dq_isa_env_is_clamped_to_the_hardware in a child process"]
+fn print_selected_isa() {
+    println!(
+        "SELECTED ISA {} {}",
+        dq::arch::selected().name(),
+        standard().isa().name()
+    );
 }

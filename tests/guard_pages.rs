@@ -12,7 +12,7 @@ mod support;
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 #[test]
 fn guard_pages_need_linux_x86_64() {
-    eprintln!("SKIPPED: guard-page tests need linux on x86_64 (mmap/mprotect)");
+    support::path_unavailable("guard-page tests (need linux on x86_64: mmap/mprotect)");
 }
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -28,7 +28,11 @@ mod linux {
 
     use super::support::cases::{Case, CaseExt, assert_bits, float_bytes, int_bytes};
     use super::support::guard::{Guard, GuardBuf};
-    use super::support::{Rng, Variant, all_variants, backend_variants, reference};
+    use super::support::paths::{force_chunks, ran, store_switch};
+    use super::support::{
+        Rng, Variant, all_variants, backend_variants, path_unavailable, reference,
+    };
+    use dq::policy::{self, StoreStrategy};
 
     /// A dense descriptor, or the transposed view of a `[d1, d0]` buffer.
     fn desc(dtype: DType, shape: &[usize], transposed: bool) -> TensorDesc {
@@ -39,7 +43,8 @@ mod linux {
         }
     }
 
-    /// One configuration of the matrix.
+    /// One configuration of the matrix (`transposed`: src, `dst_transposed`: dst, as
+    /// the transposed view of a `[d1, d0]` buffer when 2-D).
     #[derive(Clone, Debug)]
     struct Config {
         op: Op,
@@ -50,12 +55,13 @@ mod linux {
         scale_shape: Vec<usize>,
         zps_shape: Vec<usize>,
         transposed: bool,
+        dst_transposed: bool,
     }
 
     /// Builds the case for `cfg` with exact-size buffers and random data.
     fn case(cfg: &Config, rng: &mut Rng) -> Case {
         let src = desc(cfg.src_t, &cfg.shape, cfg.transposed);
-        let dst = TensorDesc::new(cfg.dst_t, &cfg.shape);
+        let dst = desc(cfg.dst_t, &cfg.shape, cfg.dst_transposed);
         let need = |d: &TensorDesc| d.required_bytes(Role::Src).unwrap();
         let src_bytes = int_bytes(rng, cfg.src_t, need(&src));
         let dst_bytes = rng.bytes(need(&dst));
@@ -82,43 +88,51 @@ mod linux {
 
     /// Runs `kernel` on `case` with every buffer fenced by `guard`, whole and split.
     pub(super) fn run_guarded(kernel: &dyn Kernel, case: &Case, guard: Guard) -> Vec<Vec<u8>> {
-        let plan = case.plan().expect("valid case");
         let n = case.numel();
         // Whole, then split in two at n / 3.
-        let splits = [[0..n, n..n], [0..n / 3, n / 3..n]];
+        [[0..n, n..n], [0..n / 3, n / 3..n]]
+            .into_iter()
+            .map(|ranges| {
+                guarded(case, guard, |job| {
+                    for r in ranges {
+                        job.run_range(kernel, r).expect("run_range");
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Binds `case` with every buffer fenced by `guard`, runs `f` on the job, and
+    /// returns dst.
+    fn guarded(case: &Case, guard: Guard, f: impl FnOnce(&mut Job<'_>)) -> Vec<u8> {
+        let plan = case.plan().expect("valid case");
         let src_buf = GuardBuf::new(&case.src.data, guard);
         let scales_buf = case.scales.as_ref().map(|t| GuardBuf::new(&t.data, guard));
         let zps_buf = case.zps.as_ref().map(|t| GuardBuf::new(&t.data, guard));
-        let mut outs = Vec::new();
-        for ranges in splits {
-            let mut dst_buf = GuardBuf::new(&case.dst.data, guard);
-            let src = Tensor {
-                desc: case.src.desc.clone(),
-                data: src_buf.as_slice(),
-            };
-            let scales = case.scales.as_ref().map(|t| Tensor {
-                desc: t.desc.clone(),
-                data: scales_buf.as_ref().unwrap().as_slice(),
-            });
-            let zps = case.zps.as_ref().map(|t| Tensor {
-                desc: t.desc.clone(),
-                data: zps_buf.as_ref().unwrap().as_slice(),
-            });
-            let mut dst = TensorMut {
-                desc: case.dst.desc.clone(),
-                data: dst_buf.as_mut_slice(),
-            };
-            {
-                let mut job = plan
-                    .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
-                    .expect("exact-size buffers bind");
-                for r in ranges {
-                    job.run_range(kernel, r).expect("run_range");
-                }
-            }
-            outs.push(dst_buf.as_slice().to_vec());
+        let mut dst_buf = GuardBuf::new(&case.dst.data, guard);
+        let src = Tensor {
+            desc: case.src.desc.clone(),
+            data: src_buf.as_slice(),
+        };
+        let scales = case.scales.as_ref().map(|t| Tensor {
+            desc: t.desc.clone(),
+            data: scales_buf.as_ref().unwrap().as_slice(),
+        });
+        let zps = case.zps.as_ref().map(|t| Tensor {
+            desc: t.desc.clone(),
+            data: zps_buf.as_ref().unwrap().as_slice(),
+        });
+        let mut dst = TensorMut {
+            desc: case.dst.desc.clone(),
+            data: dst_buf.as_mut_slice(),
+        };
+        {
+            let mut job = plan
+                .bind(&src, scales.as_ref(), zps.as_ref(), &mut dst)
+                .expect("exact-size buffers bind");
+            f(&mut job);
         }
-        outs
+        dst_buf.as_slice().to_vec()
     }
 
     /// Lengths that get the full src x zps x dst matrix.
@@ -164,6 +178,7 @@ mod linux {
                             scale_shape: ss.clone(),
                             zps_shape: if *bcast { vec![1] } else { ss.clone() },
                             transposed: false,
+                            dst_transposed: false,
                         });
                     }
                 }
@@ -201,6 +216,7 @@ mod linux {
                         zps_shape: ss.clone(),
                         scale_shape: ss,
                         transposed,
+                        dst_transposed: false,
                     });
                 }
             }
@@ -218,6 +234,7 @@ mod linux {
                         zps_shape: ss.clone(),
                         scale_shape: ss,
                         transposed: false,
+                        dst_transposed: false,
                     });
                 }
             }
@@ -242,6 +259,7 @@ mod linux {
                     scale_shape: vec![],
                     zps_shape: vec![],
                     transposed: false,
+                    dst_transposed: false,
                 });
             }
         }
@@ -310,6 +328,7 @@ mod linux {
                 scale_shape: vec![1],
                 zps_shape: vec![1],
                 transposed: false,
+                dst_transposed: false,
             },
             Config {
                 op: DynamicDequantize::per_group(vec![128]).into(),
@@ -320,6 +339,7 @@ mod linux {
                 scale_shape: vec![n4.div_ceil(128)],
                 zps_shape: vec![n4.div_ceil(128)],
                 transposed: false,
+                dst_transposed: false,
             },
         ];
         for cfg in &configs {
@@ -327,7 +347,7 @@ mod linux {
             let want = case.run(reference()).expect("run");
             let (variants, guards) = match backend_variants() {
                 v if v.is_empty() => {
-                    eprintln!("SKIPPED: no backend besides the reference; checking it alone");
+                    path_unavailable("large guarded outputs on a fast backend (none built)");
                     (all_variants(), &[Guard::After][..])
                 }
                 v => (v, &[Guard::After, Guard::Before][..]),
@@ -338,6 +358,120 @@ mod linux {
                         assert_bits(&case, &got, &want, &format!("{} {guard:?}", v.name));
                     }
                 }
+            }
+        }
+    }
+
+    /// Outputs above this many bytes count as large in the store-strategy test (the
+    /// `dq::policy::set_large_output` hook), so its cases take every strategy's path
+    /// at a size a debug build runs quickly.
+    const LARGE_ABOVE: usize = 4096;
+
+    /// Cases for every store strategy: dense dst of each dtype, wide enough that the
+    /// JIT streams each guarded range (at least `dq_jit::STREAM_MIN_BYTES`), odd
+    /// tails and nibble counts; and strided dst (transposed view), src dense or not.
+    fn store_configs() -> Vec<Config> {
+        let one_d = |op: Op, src_t, zps_t, dst_t, n: usize, ss: Vec<usize>| Config {
+            op,
+            src_t,
+            zps_t,
+            dst_t,
+            shape: vec![n],
+            zps_shape: ss.clone(),
+            scale_shape: ss,
+            transposed: false,
+            dst_transposed: false,
+        };
+        let (n32, n16) = (50_021, 100_003);
+        let (rows, cols) = (317, 159);
+        let strided = |src_t, transposed| Config {
+            op: DynamicDequantize::per_channel(-1).into(),
+            src_t,
+            zps_t: Some(DType::S32),
+            dst_t: DType::F32,
+            shape: vec![rows, cols],
+            scale_shape: vec![cols],
+            zps_shape: vec![cols],
+            transposed,
+            dst_transposed: true,
+        };
+        vec![
+            one_d(
+                DynamicDequantize::per_tensor().into(),
+                DType::S8,
+                Some(DType::S8),
+                DType::F32,
+                n32,
+                vec![1],
+            ),
+            one_d(
+                DynamicDequantize::per_group(vec![128]).into(),
+                DType::U4,
+                Some(DType::U4),
+                DType::BF16,
+                n16,
+                vec![n16.div_ceil(128)],
+            ),
+            one_d(
+                DynamicDequantize::per_channel(0).into(),
+                DType::S4,
+                None,
+                DType::F16,
+                n16,
+                vec![n16],
+            ),
+            strided(DType::U8, false),
+            strided(DType::S8, true),
+        ]
+    }
+
+    /// Every store strategy (plain; prefetch; non-temporal: the generated kernels'
+    /// tile-and-stream path and the JIT's streamed blocks) of every fast kernel
+    /// variant, against the guard pages on both sides, dense and strided dst: whole,
+    /// split at n / 3, and on 3 threads in odd-length chunks.
+    #[test]
+    fn every_store_strategy_stays_inside_guarded_buffers() {
+        let variants = backend_variants();
+        if variants.is_empty() {
+            path_unavailable("store strategies of a fast backend (none built)");
+        }
+        let jit = dq::dq_jit::standard();
+        let mut rng = Rng::new(0x3c6e_f372_fe94_f82b);
+        for store in StoreStrategy::ALL {
+            let _switch = store_switch(store, Some(LARGE_ABOVE));
+            for cfg in store_configs() {
+                let case = case(&cfg, &mut rng);
+                let plan = case.plan().expect("valid case");
+                let n = case.numel();
+                let lowering = plan.lowering();
+                // The kernels take `store` for this output (they ask `store_for`).
+                assert_eq!(policy::store_for(lowering.output_bytes()), store, "{cfg:?}");
+                assert_eq!(lowering.dst_dense, !cfg.dst_transposed, "{cfg:?}");
+                let chunk = (n / 3) | 1;
+                if store == StoreStrategy::NonTemporal && lowering.dst_dense {
+                    // Every range below streams in the JIT.
+                    let k = jit.kernel(&plan).expect("jit compiles");
+                    for len in [n, n / 3, n - n / 3, chunk] {
+                        assert!(k.streams(len), "{cfg:?}: {len} elements do not stream");
+                    }
+                }
+                let want = case.run(reference()).expect("run");
+                let _chunks = force_chunks(chunk);
+                for v in &variants {
+                    for guard in [Guard::After, Guard::Before] {
+                        let what = format!("{} {} {guard:?}", v.name, store.name());
+                        for got in run_guarded(v.kernel, &case, guard) {
+                            assert_bits(&case, &got, &want, &what);
+                        }
+                        let got = guarded(&case, guard, |job| {
+                            job.run_parallel(v.kernel, 3).expect("run_parallel")
+                        });
+                        assert_bits(&case, &got, &want, &format!("{what} 3 threads"));
+                    }
+                }
+            }
+            for v in &variants {
+                ran(&format!("guard pages: {} store={}", v.name, store.name()));
             }
         }
     }
@@ -388,7 +522,12 @@ fn probe_overrun_child() {
     use support::cases::{CaseExt, case_strategy};
     use support::guard::Guard;
     let Ok(mode) = std::env::var("DQ_GUARD_PROBE") else {
-        eprintln!("probe_overrun_child: set DQ_GUARD_PROBE to run (it crashes on purpose)");
+        // Straight to stderr (libtest does not capture it): run by hand, this did nothing.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "probe_overrun_child: did nothing; set DQ_GUARD_PROBE to run (it crashes on purpose)"
+        );
         return;
     };
     let mode: &'static str = Box::leak(mode.into_boxed_str());

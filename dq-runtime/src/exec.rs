@@ -3,6 +3,7 @@
 
 use core::marker::PhantomData;
 use core::ops::Range;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -419,11 +420,27 @@ impl<'j, 'a> JobPart<'j, 'a> {
 /// Smallest chunk worth a task, in elements.
 const MIN_CHUNK: usize = 1 << 15;
 
+/// The chunk length [`force_chunk`] set for the process (0: none).
+static FORCED_CHUNK: AtomicUsize = AtomicUsize::new(0);
+
+/// Test hook: [`split`] (so [`Job::run_parallel`], whatever the backend) cuts
+/// chunks of exactly `elements` for the whole process, any length, 64-multiple or
+/// not, so parallel runs split at every size; `None` restores the default. Results
+/// are the same bits either way.
+#[doc(hidden)]
+pub fn force_chunk(elements: Option<usize>) {
+    FORCED_CHUNK.store(elements.unwrap_or(0), Ordering::Relaxed);
+}
+
 /// Splits `0..n` into about four chunks per thread, each a multiple of 64 elements
-/// (so threads do not share dst cache lines in dense layouts).
+/// (so threads do not share dst cache lines in dense layouts), or as [`force_chunk`]
+/// says.
 pub fn split(n: usize, threads: usize) -> Vec<Range<usize>> {
     let want = threads.saturating_mul(4).max(1);
-    let size = n.div_ceil(want).max(MIN_CHUNK).next_multiple_of(64);
+    let size = match FORCED_CHUNK.load(Ordering::Relaxed) {
+        0 => n.div_ceil(want).max(MIN_CHUNK).next_multiple_of(64),
+        forced => forced,
+    };
     (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect()
 }
 
@@ -521,6 +538,15 @@ mod tests {
             });
         });
         assert_eq!(whole, parts);
+    }
+
+    #[test]
+    fn forced_chunks_are_cut_exactly_then_restored() {
+        force_chunk(Some(7));
+        assert_eq!(split(20, 2), [0..7, 7..14, 14..20]);
+        assert_eq!(split(5, 1), vec![Range { start: 0, end: 5 }]);
+        force_chunk(None);
+        assert_eq!(split(20, 2), vec![Range { start: 0, end: 20 }]);
     }
 
     #[test]

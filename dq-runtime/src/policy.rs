@@ -3,7 +3,7 @@
 //!
 //! Results are the same bits whatever these choose; only speed differs.
 
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::arch;
 
@@ -77,12 +77,27 @@ pub fn set_large_store(s: StoreStrategy) {
 /// The strategy for a whole output of `bytes`: [`large_store`] when it is larger
 /// than half the last-level cache (its lines come from memory), else plain stores.
 pub fn store_for(bytes: usize) -> StoreStrategy {
-    if bytes > arch::llc_bytes() / 2 {
+    let large = match LARGE_OUTPUT.load(Ordering::Relaxed) {
+        usize::MAX => arch::llc_bytes() / 2,
+        forced => forced,
+    };
+    if bytes > large {
         large_store()
     } else {
         StoreStrategy::Plain
     }
 }
+
+/// Test hook: outputs larger than `bytes` (not half the last-level cache) count as
+/// large in [`store_for`] for the whole process, so the large-output store paths
+/// run on small tests; `None` restores the default.
+#[doc(hidden)]
+pub fn set_large_output(bytes: Option<usize>) {
+    LARGE_OUTPUT.store(bytes.unwrap_or(usize::MAX), Ordering::Relaxed);
+}
+
+/// The [`set_large_output`] threshold, `usize::MAX` when unset.
+static LARGE_OUTPUT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// [`StoreStrategy`] as u8, or `UNSET` before the environment is read.
 static LARGE_STORE: AtomicU8 = AtomicU8::new(UNSET);
@@ -119,6 +134,14 @@ mod tests {
             assert_eq!(store_for(half + 1), s);
             assert_eq!(store_for(usize::MAX), s);
         }
+        // The test hook moves the threshold, and restores it.
+        set_large_store(StoreStrategy::NonTemporal);
+        set_large_output(Some(100));
+        assert_eq!(store_for(100), StoreStrategy::Plain);
+        assert_eq!(store_for(101), StoreStrategy::NonTemporal);
+        set_large_output(None);
+        assert_eq!(store_for(101), StoreStrategy::Plain);
+        assert_eq!(store_for(half + 1), StoreStrategy::NonTemporal);
         set_large_store(StoreStrategy::DEFAULT);
     }
 }

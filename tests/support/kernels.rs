@@ -56,18 +56,46 @@ fn generated_isa_variants() -> Vec<Variant> {
         .collect()
 }
 
-/// `k` pinned to every ISA this CPU has (absent ones are noted loudly).
+/// `k` pinned to every ISA this CPU has. One the CPU has (by
+/// [`cpu_has`](super::paths::cpu_has)) but the library will not pin is
+/// [`path_unavailable`](super::path_unavailable); one the CPU lacks cannot run
+/// here, and says so on stderr once.
 pub fn pinned(k: &GeneratedKernel) -> Vec<(Isa, GeneratedKernel)> {
     Isa::ALL
         .into_iter()
-        .filter_map(|isa| match k.with_isa(isa) {
-            Some(p) => Some((isa, p)),
-            None => {
-                note_once(&format!("generated/{}", isa.name()));
-                None
+        .filter_map(|isa| {
+            let has = super::paths::cpu_has(isa);
+            match k.with_isa(isa) {
+                Some(p) if has => Some((isa, p)),
+                Some(_) => panic!("{} pinned on a CPU without it", isa.name()),
+                None if has => {
+                    note_once(&format!("generated/{}", isa.name()));
+                    None
+                }
+                None => {
+                    not_on_this_cpu(isa);
+                    None
+                }
             }
         })
         .collect()
+}
+
+/// An ISA this CPU lacks: no test can run it here (not a skip of a path the
+/// machine has), so it is only reported, once, on uncaptured stderr.
+fn not_on_this_cpu(isa: Isa) {
+    use std::io::Write;
+    use std::sync::Mutex;
+    static SEEN: Mutex<Vec<Isa>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.contains(&isa) {
+        seen.push(isa);
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOT ON THIS CPU: generated/{} (its kernels cannot run here)",
+            isa.name()
+        );
+    }
 }
 
 /// The reference followed by every backend variant.

@@ -1,6 +1,7 @@
 //! The test harness every test binary shares: the kernels under test
 //! ([`kernels`]), random-but-valid cases as proptest strategies ([`cases`]), the
-//! conformance-vector loader ([`conformance`]) and guard-page buffers ([`guard`]).
+//! conformance-vector loader ([`conformance`]), guard-page buffers ([`guard`]) and
+//! the process-wide path switches and path log ([`paths`]).
 //! Cases and their seeded generator are the library's own ([`dq::case`]).
 #![allow(dead_code, unused_imports)]
 
@@ -9,6 +10,7 @@ pub mod conformance;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod guard;
 pub mod kernels;
+pub mod paths;
 
 pub use dq::case::Rng;
 pub use kernels::{Variant, all_variants, backend_variants, pinned, reference};
