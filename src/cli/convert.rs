@@ -167,8 +167,12 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
             path: a.output.clone(),
         });
     }
-    let (written, skipped) = (items.kept.len(), items.skipped);
-    let bytes = write(&a.output, &items.kept, dtype, &opts)?;
+    let temp = reserve(&a.output)?;
+    for name in &items.skipped {
+        eprintln!("dq: skipped {name} (--skip-unsupported)");
+    }
+    let (written, skipped) = (items.kept.len(), items.skipped.len());
+    let bytes = write(temp, &a.output, &items.kept, dtype, &opts)?;
     let s = Summary {
         tensors: written,
         skipped,
@@ -183,11 +187,12 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
 /// The tensors to write, after the checks.
 struct Selected<'a> {
     kept: Vec<Item<'a>>,
-    skipped: usize,
+    /// `NAME: unsupported GGUF type T` of each tensor left out.
+    skipped: Vec<String>,
 }
 
-/// Checks every tensor against the backend; drops (and names on stderr) the
-/// unsupported ones with `--skip-unsupported`.
+/// Checks every tensor against the backend; with `--skip-unsupported`, drops the
+/// unsupported ones (and says which).
 fn select<'a>(
     input: &Path,
     items: Vec<Item<'a>>,
@@ -195,17 +200,13 @@ fn select<'a>(
     skip: bool,
 ) -> Result<Selected<'a>, ConvertError> {
     let mut kept = Vec::with_capacity(items.len());
-    let mut skipped = 0;
+    let mut skipped = Vec::new();
     let mut names = BTreeSet::new();
     for item in items {
         if let Kind::Unsupported(ty) = &item.kind
             && skip
         {
-            eprintln!(
-                "dq: skipped {}: unsupported GGUF type {ty} (--skip-unsupported)",
-                item.name
-            );
-            skipped += 1;
+            skipped.push(format!("{}: unsupported GGUF type {ty}", item.name));
             continue;
         }
         item.check(opts.backend).map_err(|source| {
@@ -338,9 +339,27 @@ impl View for Lazy<'_> {
     }
 }
 
-/// Writes `items` to a temporary file beside `output`, then renames it onto
-/// `output`; returns the bytes of tensor data written.
+/// A temporary file in `output`'s folder (which shows that the folder is writable).
+fn reserve(output: &Path) -> Result<tempfile::TempPath, ConvertError> {
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".dq-convert-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map(tempfile::NamedTempFile::into_temp_path)
+        .map_err(|source| ConvertError::Io {
+            path: output.to_owned(),
+            source,
+        })
+}
+
+/// Writes `items` to `temp`, then renames it onto `output`; returns the bytes of
+/// tensor data written. On failure `temp` is deleted.
 fn write(
+    temp: tempfile::TempPath,
     output: &Path,
     items: &[Item<'_>],
     dtype: OutDtype,
@@ -350,16 +369,6 @@ fn write(
         path: output.to_owned(),
         source,
     };
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let temp = tempfile::Builder::new()
-        .prefix(".dq-convert-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io)?
-        .into_temp_path();
     let ctx = Ctx {
         dtype,
         opts,
