@@ -502,3 +502,98 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
     let o = dq(&["model", s(&blocks), "--preset", "tiny"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+// ---------------------------------------------------------------------------
+// The library entry points under the CLI.
+
+#[test]
+fn library_dequantize_is_exact_for_any_thread_count() {
+    use dq::formats::gguf::{Gguf, GgufError};
+    use dq::formats::hf::{Checkpoint, HfError};
+    use dq::{Backend, Options};
+    let opts = |backend, threads| Options { backend, threads };
+
+    let file = Gguf::open(fixtures().join("gguf/blocks.gguf")).unwrap();
+    for (name, bits) in gguf_expected("blocks") {
+        let t = file.tensor(&name).unwrap();
+        for threads in [0, 1, 2, 3, 5] {
+            for backend in [Backend::Reference, Backend::Auto] {
+                let mut out = vec![0f32; bits.len()];
+                file.dequantize(t, &mut out, &opts(backend, threads))
+                    .unwrap();
+                let got: Vec<u32> = out.iter().map(|y| y.to_bits()).collect();
+                assert_eq!(got, bits, "{name} {backend} {threads} threads");
+            }
+            let mut out = vec![f16::ZERO; bits.len()];
+            file.dequantize(t, &mut out, &opts(Backend::Auto, threads))
+                .unwrap();
+            let got: Vec<u8> = out.iter().flat_map(|y| y.to_le_bytes()).collect();
+            assert_eq!(
+                got,
+                expected_bytes(&bits, "f16"),
+                "{name} f16 {threads} threads"
+            );
+        }
+        let mut short = vec![0f32; bits.len() - 1];
+        let err = file.dequantize(t, &mut short, &opts(Backend::Auto, 1));
+        assert!(
+            matches!(err, Err(GgufError::OutputLength { ref name, .. }) if name == t.name()),
+            "{err:?}"
+        );
+        let mut out = vec![0f32; bits.len()];
+        let err = file.dequantize(t, &mut out, &opts(Backend::Generated, 1));
+        assert!(
+            matches!(
+                err,
+                Err(GgufError::BackendCannotRun {
+                    backend: Backend::Generated,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+    }
+    let t = file.tensor("iq4_nl.unsupported").unwrap();
+    let err = file.dequantize(t, &mut [0f32; 0][..], &opts(Backend::Auto, 1));
+    assert!(
+        matches!(err, Err(GgufError::UnsupportedType { .. })),
+        "{err:?}"
+    );
+
+    let path = fixtures().join("hf/gptq-v1-4bit-g16-actorder-bf16");
+    let ckpt = Checkpoint::open(&path).unwrap();
+    for (prefix, bits) in hf_expected(&path) {
+        let l = ckpt.linear(&prefix).unwrap();
+        for threads in [1, 3, 7, 100] {
+            let mut out = vec![0f32; bits.len()];
+            l.dequantize(&mut out, &opts(Backend::Auto, threads))
+                .unwrap();
+            let got: Vec<u32> = out.iter().map(|y| y.to_bits()).collect();
+            assert_eq!(got, bits, "{prefix} {threads} threads");
+            let mut out = vec![bf16::ZERO; bits.len()];
+            l.dequantize(&mut out, &opts(Backend::Reference, threads))
+                .unwrap();
+            let got: Vec<u8> = out.iter().flat_map(|y| y.to_le_bytes()).collect();
+            assert_eq!(
+                got,
+                expected_bytes(&bits, "bf16"),
+                "{prefix} bf16 {threads} threads"
+            );
+        }
+        let mut long = vec![0f32; bits.len() + 1];
+        let err = l.dequantize(&mut long, &opts(Backend::Auto, 1));
+        assert!(matches!(err, Err(HfError::OutputLength { .. })), "{err:?}");
+        let mut out = vec![0f32; bits.len()];
+        let err = l.dequantize(&mut out, &opts(Backend::Jit, 1));
+        assert!(
+            matches!(
+                err,
+                Err(HfError::BackendCannotRun {
+                    backend: Backend::Jit,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+    }
+}
