@@ -27,10 +27,15 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run built-in default cases, time them and check them against the reference.
     Demo(DemoArgs),
-    /// The main job: dequantize every weight of a model preset with each backend.
+    /// The main job: dequantize every weight of a model preset (or of a GGUF file or
+    /// HuggingFace checkpoint) with each backend.
     Model(super::model::ModelArgs),
-    /// List a GGUF file's tensors (name, type, shape, bytes, supported) and metadata.
+    /// List a GGUF file's tensors and metadata, or a HuggingFace checkpoint's
+    /// quantized linears and other tensors.
     Inspect(super::inspect::InspectArgs),
+    /// Dequantize every tensor of a GGUF file or HuggingFace checkpoint into a
+    /// .safetensors file.
+    Convert(super::convert::ConvertArgs),
 }
 
 /// The three operations, as spelled on the command line.

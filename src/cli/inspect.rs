@@ -1,16 +1,20 @@
 //! `dq inspect FILE`: what a GGUF file holds — a metadata summary and a table of
-//! tensors (name, type, shape, bytes, supported) — as text or JSON.
+//! tensors (name, type, shape, bytes, supported) — or what a HuggingFace checkpoint
+//! holds — its quantized linears (name, scheme, bits, group, shape) and other
+//! tensors — as text or JSON.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use dq::formats::gguf::{Gguf, GgufError, MetaValue, TensorInfo};
+use dq::formats::gguf::{Gguf, MetaValue, TensorInfo};
 use serde_json::{Value, json};
+
+use super::source::{Source, SourceError};
 
 /// `dq inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The GGUF file.
+    /// A GGUF file, a HuggingFace checkpoint folder or a .safetensors file.
     pub file: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -22,44 +26,26 @@ const ARRAY_HEAD: usize = 8;
 /// Characters of a string shown in the text output before the rest is summarised.
 const STRING_HEAD: usize = 60;
 
-/// Why `dq inspect` failed: one line.
-#[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    /// The file could not be opened (the error names the file).
-    #[error(transparent)]
-    Open(GgufError),
-    /// The file is not a valid GGUF file.
-    #[error("{path}: {source}", path = path.display())]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        source: GgufError,
-    },
-}
-
 /// Runs `dq inspect`.
 ///
 /// # Errors
-/// A file that cannot be opened or is not a valid GGUF file.
-pub fn inspect(a: &InspectArgs) -> Result<(), InspectError> {
-    let file = Gguf::open(&a.file).map_err(|e| match e {
-        GgufError::Io { .. } => InspectError::Open(e),
-        source => InspectError::Invalid {
-            path: a.file.clone(),
-            source,
-        },
-    })?;
-    if a.json {
-        let v = to_json(&a.file, &file);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialize")
-        );
-    } else {
-        print_text(&a.file, &file);
+/// An input that cannot be opened or is not a valid GGUF file or checkpoint.
+pub fn inspect(a: &InspectArgs) -> Result<(), SourceError> {
+    match Source::open(&a.file)? {
+        Source::Gguf(file) if a.json => print_json(&to_json(&a.file, &file)),
+        Source::Gguf(file) => print_text(&a.file, &file),
+        Source::Hf(ckpt) if a.json => print_json(&super::inspect_hf::to_json(&ckpt)),
+        Source::Hf(ckpt) => super::inspect_hf::print_text(&ckpt),
     }
     Ok(())
+}
+
+/// Pretty JSON on stdout.
+pub fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("JSON values serialize")
+    );
 }
 
 fn print_text(path: &std::path::Path, f: &Gguf) {

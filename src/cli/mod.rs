@@ -1,6 +1,6 @@
 //! The command-line tool: argument parsing ([`args`]), the case flags ([`case`]),
-//! file I/O ([`io`], [`npy`]) and the subcommands: [`run`], [`bench`], [`model`]
-//! and [`demo`].
+//! file I/O ([`io`], [`npy`]) and the subcommands: [`run`], [`bench`], [`model`],
+//! [`demo`], [`inspect`] and [`convert`] (checkpoints through [`source`]).
 //!
 //! Every invalid input ends the process with exit code 2 and one line on stderr
 //! naming the violated rule; nothing is written then. `dq demo` and `dq model
@@ -9,12 +9,16 @@
 mod args;
 mod bench;
 mod case;
+mod convert;
 mod demo;
 mod error;
 mod inspect;
+mod inspect_hf;
 mod io;
 mod model;
+mod model_file;
 mod run;
+mod source;
 
 use std::process::ExitCode;
 
@@ -38,7 +42,15 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a).map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::bench(a).map(|()| ExitCode::SUCCESS),
         Command::Demo(a) => demo::demo(a),
-        Command::Model(a) => model::model(a),
+        Command::Model(a) => match &a.file {
+            Some(path) => {
+                return model_file::run(a, path).unwrap_or_else(|e| fail(&e));
+            }
+            None => model::model(a),
+        },
+        Command::Convert(a) => {
+            return convert::convert(a).map_or_else(|e| fail(&e), |()| ExitCode::SUCCESS);
+        }
         Command::Inspect(a) => {
             return inspect::inspect(a).map_or_else(|e| fail(&e), |()| ExitCode::SUCCESS);
         }

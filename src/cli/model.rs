@@ -1,7 +1,9 @@
 //! `dq model`: the main job. Dequantizes every weight tensor of a built-in model
-//! preset with each backend, as a model loader does, and reports the cost.
+//! preset with each backend, as a model loader does, and reports the cost; with a
+//! FILE or DIR, the same on a real checkpoint ([`super::model_file`]).
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -13,23 +15,27 @@ use super::error::CliError;
 /// `dq model`.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
+    /// A GGUF file, a HuggingFace checkpoint folder or a .safetensors file (default: a
+    /// synthetic model preset).
+    pub file: Option<PathBuf>,
     /// Model preset: llama2-7b, llama-1b or tiny.
-    #[arg(long, default_value = "llama2-7b")]
+    #[arg(long, default_value = "llama2-7b", conflicts_with = "file")]
     pub preset: String,
     /// Quantization: u4-bf16, u4-f16 (u4 zero points), s4-bf16, s4-f16 (symmetric), s8-f32 (per channel).
-    #[arg(long, default_value = "u4-bf16")]
+    #[arg(long, default_value = "u4-bf16", conflicts_with = "file")]
     pub scheme: String,
     /// Group size along the input dimension (int4 schemes): 32, 64, 128, ...
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, conflicts_with = "file")]
     pub group: usize,
-    /// Backends, comma separated (default: jit and generated, where built in).
+    /// Backends, comma separated (default: jit and generated, where built in; every
+    /// backend for a FILE).
     #[arg(long, value_delimiter = ',', value_parser = |s: &str| s.parse::<Backend>())]
     pub backend: Vec<Backend>,
     /// Worker threads per tensor (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Decoder layers to load (default: the preset's count; more repeats the layer).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "file")]
     pub layers: Option<usize>,
     /// Also run the reference and check every backend bit for bit.
     #[arg(long)]
@@ -38,7 +44,7 @@ pub struct ModelArgs {
     #[arg(long)]
     pub json: bool,
     /// Seed of the synthetic weights.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "file")]
     pub seed: u64,
 }
 

@@ -1,5 +1,10 @@
 //! Checkpoint file formats (SPEC section 11): readers that hand out a file's packed
-//! tensors without copying them, and reference decoders of their block types.
+//! tensors without copying them, reference decoders of their block types, and
+//! `dequantize` entry points that write one tensor into a caller's f32, f16 or bf16
+//! buffer ([`Element`]) on a chosen backend and thread count.
 
+mod element;
 pub mod gguf;
 pub mod hf;
+
+pub use element::Element;

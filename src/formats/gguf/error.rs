@@ -191,6 +191,28 @@ pub enum GgufError {
         /// The type's name, or `id <id>` for an unknown id.
         ty: String,
     },
+    /// A backend that cannot run this block type (yet).
+    #[error(
+        "backend {backend} cannot run GGUF type {ty} yet (tensor {name}); use reference or auto"
+    )]
+    BackendCannotRun {
+        /// The backend asked for.
+        backend: dq_runtime::Backend,
+        /// The tensor's type.
+        ty: super::GgmlType,
+        /// The tensor.
+        name: String,
+    },
+    /// An output buffer whose length is not the tensor's element count.
+    #[error("tensor {name}: output holds {got} elements, the tensor has {expected}")]
+    OutputLength {
+        /// The tensor.
+        name: String,
+        /// The tensor's element count.
+        expected: u64,
+        /// The output's length.
+        got: usize,
+    },
     /// Block bytes and an output whose lengths do not match.
     #[error(
         "{ty}: {bytes} bytes of blocks do not decode into {elements} elements ({block} elements per {type_size}-byte block)",

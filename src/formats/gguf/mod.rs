@@ -38,6 +38,7 @@
 //! itself (one cursor type holds every bounds check) and tests it with mutations.
 
 mod cursor;
+mod decode;
 mod error;
 mod metadata;
 mod parse;
@@ -50,6 +51,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
+pub use decode::check_backend;
 pub use error::{GgufError, Result};
 pub use metadata::{MAX_NESTING, MetaArray, MetaValue, ValueType};
 pub use parse::DEFAULT_ALIGNMENT;

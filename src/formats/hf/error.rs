@@ -241,6 +241,26 @@ pub enum HfError {
         /// Its values.
         value: Vec<i64>,
     },
+    /// A backend that cannot run this packing scheme (yet).
+    #[error("backend {backend} cannot run {scheme} yet (linear {linear}); use reference or auto")]
+    BackendCannotRun {
+        /// The backend asked for.
+        backend: dq_runtime::Backend,
+        /// The linear's scheme.
+        scheme: super::Scheme,
+        /// The linear's prefix.
+        linear: String,
+    },
+    /// An output buffer whose length is not the weight's `N * K`.
+    #[error("linear {linear}: output holds {got} elements, the weight has {expected}")]
+    OutputLength {
+        /// The linear's prefix.
+        linear: String,
+        /// `N * K`.
+        expected: usize,
+        /// The output's length.
+        got: usize,
+    },
     /// A dequantization output dtype other than f32, f16, bf16.
     #[error("output dtype {dtype}: the reference writes f32, f16 or bf16")]
     UnsupportedOutput {

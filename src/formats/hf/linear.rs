@@ -1,5 +1,6 @@
 //! Quantized linears: a prefix's packed tensors, checked against the format (SPEC 11).
 
+use std::fmt;
 use std::path::Path;
 
 use safetensors::Dtype;
@@ -45,6 +46,23 @@ pub enum Scheme {
         /// 4 or 8.
         bits: u32,
     },
+}
+
+impl fmt::Display for Scheme {
+    /// `GPTQ v1 4-bit`, `AWQ 4-bit`, `compressed-tensors 8-bit`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Scheme::Gptq { bits, version } => {
+                let v = match version {
+                    GptqVersion::V1 => "v1",
+                    GptqVersion::V2 => "v2",
+                };
+                write!(f, "GPTQ {v} {bits}-bit")
+            }
+            Scheme::Awq => f.write_str("AWQ 4-bit"),
+            Scheme::CompressedTensors { bits } => write!(f, "compressed-tensors {bits}-bit"),
+        }
+    }
 }
 
 impl Scheme {
@@ -141,6 +159,12 @@ impl<'a> QuantLinear<'a> {
     /// `weight_scale`).
     pub fn groups(&self) -> usize {
         self.groups
+    }
+
+    /// Inputs per group (the config's group size; K, at least 1, per channel). With a
+    /// `g_idx`, [`group_of`](Self::group_of) reads the group from it instead.
+    pub fn group_size(&self) -> usize {
+        self.group_size
     }
 
     /// The act-order group of each input, when the checkpoint has one (validated: every

@@ -22,6 +22,7 @@
 
 mod checkpoint;
 mod config;
+mod decode;
 mod error;
 mod file;
 mod linear;
@@ -29,6 +30,7 @@ pub mod reference;
 
 pub use checkpoint::{Checkpoint, TensorRef};
 pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
+pub use decode::check_backend;
 pub use error::{HfError, Result};
 pub use linear::{QuantLinear, Scheme};
 /// The safetensors element type of a [`TensorRef`].

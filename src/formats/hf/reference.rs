@@ -4,6 +4,8 @@
 //! multiply, no FMA), then one rounding to the output dtype. These are what the
 //! generated and JIT lowerings are tested against; they favour plainness over speed.
 
+use std::ops::Range;
+
 use dq_runtime::DType;
 use dq_runtime::convert::{quiet_f32, store_f32};
 use half::{bf16, f16};
@@ -19,10 +21,18 @@ const AWQ_NIBBLE: [u32; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
 
 /// The `[N, K]` weight in f32, row-major (`nn.Linear`'s `weight`).
 pub fn dequantize_f32(linear: &QuantLinear<'_>) -> Vec<f32> {
+    let mut out = vec![0f32; linear.n() * linear.k()];
+    rows(linear, 0..linear.n(), &mut out);
+    out
+}
+
+/// Rows `rows` of the `[N, K]` f32 weight into `out` (`rows.len() * K` elements;
+/// checked by the caller, as `rows` lying inside `0..N`).
+pub(crate) fn rows(linear: &QuantLinear<'_>, rows: Range<usize>, out: &mut [f32]) {
     match linear.scheme() {
-        Scheme::Gptq { bits, version } => gptq(linear, bits, version),
-        Scheme::Awq => awq(linear),
-        Scheme::CompressedTensors { bits } => compressed_tensors(linear, bits),
+        Scheme::Gptq { bits, version } => gptq(linear, bits, version, rows, out),
+        Scheme::Awq => awq(linear, rows, out),
+        Scheme::CompressedTensors { bits } => compressed_tensors(linear, bits, rows, out),
     }
 }
 
@@ -53,13 +63,13 @@ pub fn dequantize_into(linear: &QuantLinear<'_>, dtype: DType, out: &mut [u8]) -
 /// GPTQ: `q` is bits `b·(k % w)` of `qweight[k / w, n]` (w = 32/b values per word), `z`
 /// bits `b·(n % w)` of `qzeros[g, n / w]` (+1 for v1, no wrap), `s = scales[g, n]`, with
 /// `g = g_idx[k]` or `k / group_size`.
-fn gptq(l: &QuantLinear<'_>, bits: u32, version: GptqVersion) -> Vec<f32> {
+fn gptq(l: &QuantLinear<'_>, bits: u32, version: GptqVersion, rows: Range<usize>, out: &mut [f32]) {
     let (n_dim, per_word) = (l.n(), 32 / bits as usize);
     let packed = l.packed().data();
     let zeros = l.zeros().map_or(&[][..], |z| z.data());
     let plus = u32::from(version == GptqVersion::V1);
     let zero_cols = n_dim / per_word;
-    weight(l, |n, k, g| {
+    fill(l, rows, out, |n, k, g| {
         let q = field(packed, (k / per_word) * n_dim + n, k % per_word, bits);
         let z = field(zeros, g * zero_cols + n / per_word, n % per_word, bits) + plus;
         let s = scale(l.scales(), g * n_dim + n);
@@ -69,11 +79,11 @@ fn gptq(l: &QuantLinear<'_>, bits: u32, version: GptqVersion) -> Vec<f32> {
 
 /// AWQ GEMM: `q` is nibble `AWQ_NIBBLE[n % 8]` of `qweight[k, n / 8]`, `z` the same nibble
 /// of `qzeros[g, n / 8]`, `s = scales[g, n]`, `g = k / group_size`.
-fn awq(l: &QuantLinear<'_>) -> Vec<f32> {
+fn awq(l: &QuantLinear<'_>, rows: Range<usize>, out: &mut [f32]) {
     let (n_dim, cols) = (l.n(), l.n() / 8);
     let packed = l.packed().data();
     let zeros = l.zeros().map_or(&[][..], |z| z.data());
-    weight(l, |n, k, g| {
+    fill(l, rows, out, |n, k, g| {
         let nibble = AWQ_NIBBLE[n % 8] as usize;
         let q = field(packed, k * cols + n / 8, nibble, 4);
         let z = field(zeros, g * cols + n / 8, nibble, 4);
@@ -85,13 +95,13 @@ fn awq(l: &QuantLinear<'_>) -> Vec<f32> {
 /// compressed-tensors: `q = field - 2^(b-1)` with the field at bits `b·(k % w)` of
 /// `weight_packed[n, k / w]`; `z` the same from `weight_zero_point[n / w, g]` (bits
 /// `b·(n % w)`), or 0 when symmetric; `s = weight_scale[n, g]`.
-fn compressed_tensors(l: &QuantLinear<'_>, bits: u32) -> Vec<f32> {
+fn compressed_tensors(l: &QuantLinear<'_>, bits: u32, rows: Range<usize>, out: &mut [f32]) {
     let per_word = 32 / bits as usize;
     let offset = 1i32 << (bits - 1);
     let (groups, row_words) = (l.groups(), l.k().div_ceil(per_word));
     let packed = l.packed().data();
     let zeros = l.zeros().map(|z| z.data());
-    weight(l, |n, k, g| {
+    fill(l, rows, out, |n, k, g| {
         let q = field(packed, n * row_words + k / per_word, k % per_word, bits) as i32 - offset;
         let z = zeros.map_or(0, |z| {
             field(z, (n / per_word) * groups + g, n % per_word, bits) as i32 - offset
@@ -101,23 +111,24 @@ fn compressed_tensors(l: &QuantLinear<'_>, bits: u32) -> Vec<f32> {
     })
 }
 
-/// The `[N, K]` weight from `value(n, k, group_of(k))`, NaNs quieted (SPEC section 5).
-fn weight(l: &QuantLinear<'_>, value: impl Fn(usize, usize, usize) -> f32) -> Vec<f32> {
-    let (n_dim, k_dim) = (l.n(), l.k());
-    let mut out = Vec::with_capacity(n_dim * k_dim);
+/// Rows `rows` of the `[N, K]` weight from `value(n, k, group_of(k))` into `out`, NaNs
+/// quieted (SPEC section 5).
+fn fill(
+    l: &QuantLinear<'_>,
+    rows: Range<usize>,
+    out: &mut [f32],
+    value: impl Fn(usize, usize, usize) -> f32,
+) {
+    let k_dim = l.k();
     if k_dim == 0 {
-        return out;
+        return;
     }
     let groups: Vec<usize> = (0..k_dim).map(|k| l.group_of(k)).collect();
-    for n in 0..n_dim {
-        out.extend(
-            groups
-                .iter()
-                .enumerate()
-                .map(|(k, &g)| quiet_f32(value(n, k, g))),
-        );
+    for (n, row) in rows.zip(out.chunks_exact_mut(k_dim)) {
+        for (k, (o, &g)) in row.iter_mut().zip(&groups).enumerate() {
+            *o = quiet_f32(value(n, k, g));
+        }
     }
-    out
 }
 
 /// Field `index` (of `bits` bits, low bits first) of i32 word `word`.

@@ -1,0 +1,135 @@
+//! `dq inspect` of a HuggingFace checkpoint: the quantization config, a table of
+//! quantized linears (name, scheme, bits, group, shape) and the other tensors.
+
+use dq::formats::hf::{Checkpoint, QuantLinear};
+use serde_json::{Value, json};
+
+/// Whether the linear has an act-order `g_idx` (one that is not sorted).
+fn act_order(l: &QuantLinear<'_>) -> bool {
+    l.g_idx().is_some_and(|g| !g.is_sorted())
+}
+
+/// The group size along K; `None` for one group per output row.
+fn group_size(l: &QuantLinear<'_>) -> Option<usize> {
+    (l.groups() > 1 || l.group_size() < l.k()).then_some(l.group_size())
+}
+
+/// `128`, `channel`, `128 act-order`.
+fn group(l: &QuantLinear<'_>) -> String {
+    let size = group_size(l).map_or_else(|| "channel".into(), |g| g.to_string());
+    if act_order(l) {
+        format!("{size} act-order")
+    } else {
+        size
+    }
+}
+
+/// The text report.
+pub fn print_text(c: &Checkpoint) {
+    println!("{}", c.path().display());
+    let files = c.files().count();
+    let format = c
+        .config()
+        .map_or_else(|| "no quantization".into(), |q| q.method().to_string());
+    let linears: Vec<QuantLinear<'_>> = c.linears().collect();
+    let others: Vec<_> = c.others().collect();
+    println!(
+        "HuggingFace checkpoint ({format}), {files} safetensors file(s), {} quantized linear(s), {} other tensor(s)",
+        linears.len(),
+        others.len()
+    );
+    if let Some(q) = c.config() {
+        println!("quantization_config: {q:?}");
+    }
+    println!();
+    let rows: Vec<Vec<String>> = linears
+        .iter()
+        .map(|l| {
+            vec![
+                l.name().to_owned(),
+                l.scheme().to_string(),
+                l.scheme().bits().to_string(),
+                group(l),
+                format!("[{}, {}]", l.n(), l.k()),
+            ]
+        })
+        .collect();
+    table(
+        &["linear", "scheme", "bits", "group", "shape [N, K]"],
+        &rows,
+    );
+    println!();
+    let rows: Vec<Vec<String>> = others
+        .iter()
+        .map(|t| {
+            vec![
+                t.name().to_owned(),
+                t.dtype().to_string(),
+                format!("{:?}", t.shape()),
+                t.data().len().to_string(),
+            ]
+        })
+        .collect();
+    table(&["tensor", "dtype", "shape", "bytes"], &rows);
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table(header: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let head: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for r in std::iter::once(&head).chain(rows) {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, &w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
+
+/// The JSON report.
+pub fn to_json(c: &Checkpoint) -> Value {
+    let linears: Vec<Value> = c
+        .linears()
+        .map(|l| {
+            json!({
+                "name": l.name(),
+                "weight": format!("{}.weight", l.name()),
+                "scheme": l.scheme().to_string(),
+                "bits": l.scheme().bits(),
+                "group_size": group_size(&l),
+                "groups": l.groups(),
+                "act_order": act_order(&l),
+                "zero_points": l.zeros().is_some(),
+                "shape": [l.n(), l.k()],
+                "scales_dtype": l.scales().dtype().to_string(),
+            })
+        })
+        .collect();
+    let others: Vec<Value> = c
+        .others()
+        .map(|t| {
+            json!({
+                "name": t.name(),
+                "dtype": t.dtype().to_string(),
+                "shape": t.shape(),
+                "bytes": t.data().len(),
+            })
+        })
+        .collect();
+    json!({
+        "file": c.path().display().to_string(),
+        "format": c.config().map(|q| q.method().to_string()),
+        "files": c.files().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "linears": linears,
+        "tensors": others,
+    })
+}

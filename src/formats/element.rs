@@ -1,0 +1,158 @@
+//! Output elements of the format decoders (f32, f16, bf16) and the thread split
+//! shared by [`Gguf::dequantize`](super::gguf::Gguf::dequantize) and
+//! [`QuantLinear::dequantize`](super::hf::QuantLinear::dequantize).
+
+use std::ops::Range;
+
+use dq_runtime::DType;
+use half::{bf16, f16};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+/// An element a decoder writes: f32 (the contract value itself), or f16/bf16 (its
+/// round-to-nearest-even).
+pub trait Element: Copy + Default + Send + Sync + bytemuck::Pod + sealed::Sealed {
+    /// The dq dtype of this element.
+    const DTYPE: DType;
+
+    /// `y` rounded to this type, nearest-even (f32: `y`, bits unchanged).
+    fn from_f32(y: f32) -> Self;
+
+    /// `out` as f32s when `Self` is f32 (decoders then write in place).
+    fn as_f32_mut(out: &mut [Self]) -> Option<&mut [f32]>;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn from_f32(y: f32) -> Self {
+        y
+    }
+    fn as_f32_mut(out: &mut [Self]) -> Option<&mut [f32]> {
+        Some(out)
+    }
+}
+
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+    fn from_f32(y: f32) -> Self {
+        f16::from_f32(y)
+    }
+    fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
+}
+
+impl Element for bf16 {
+    const DTYPE: DType = DType::BF16;
+    fn from_f32(y: f32) -> Self {
+        bf16::from_f32(y)
+    }
+    fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
+}
+
+/// f32 elements decoded at a time before a 16-bit output converts them.
+const PIECE: usize = 1 << 14;
+
+/// Decodes `units` units of `per_unit` elements each into `out` on up to `threads`
+/// threads (0 is taken as 1). `decode(units, buf)` writes the f32 values of a range
+/// of units into `buf` (its element count); each element is decoded once, by one
+/// thread, so the bits do not depend on the thread count.
+pub(crate) fn split<T: Element>(
+    out: &mut [T],
+    per_unit: usize,
+    threads: usize,
+    decode: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+) {
+    if per_unit == 0 || out.is_empty() {
+        return;
+    }
+    let units = out.len() / per_unit;
+    let threads = threads.clamp(1, units.max(1));
+    if threads == 1 {
+        return run(out, 0, per_unit, decode);
+    }
+    let per_thread = units.div_ceil(threads);
+    std::thread::scope(|s| {
+        for (i, part) in out.chunks_mut(per_thread * per_unit).enumerate() {
+            s.spawn(move || run(part, i * per_thread, per_unit, decode));
+        }
+    });
+}
+
+/// Decodes the units of `out` (the first is unit `first`) on this thread: in place
+/// for f32, through a small f32 buffer otherwise.
+fn run<T: Element>(
+    out: &mut [T],
+    first: usize,
+    per_unit: usize,
+    decode: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
+) {
+    let units = out.len() / per_unit;
+    if let Some(f) = T::as_f32_mut(out) {
+        return decode(first..first + units, f);
+    }
+    let step = (PIECE / per_unit).max(1);
+    let mut buf = vec![0f32; step.min(units) * per_unit];
+    for (i, chunk) in out.chunks_mut(step * per_unit).enumerate() {
+        let start = first + i * step;
+        let n = chunk.len() / per_unit;
+        let buf = &mut buf[..chunk.len()];
+        decode(start..start + n, buf);
+        for (o, &y) in chunk.iter_mut().zip(buf.iter()) {
+            *o = T::from_f32(y);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unit `u`'s elements are `u * 1000 + j`: every element lands where it belongs,
+    /// for any thread count, and 16-bit outputs are the rounded values.
+    #[test]
+    fn every_unit_is_decoded_into_its_place() {
+        let decode = |units: Range<usize>, buf: &mut [f32]| {
+            let per = buf.len() / units.len();
+            for (i, u) in units.enumerate() {
+                for j in 0..per {
+                    buf[i * per + j] = (u * 1000 + j) as f32 + 0.25;
+                }
+            }
+        };
+        for threads in [0, 1, 2, 3, 7, 100] {
+            let mut out = vec![0f32; 7 * 5];
+            split(&mut out, 5, threads, &decode);
+            let want: Vec<f32> = (0..7)
+                .flat_map(|u| (0..5).map(move |j| (u * 1000 + j) as f32 + 0.25))
+                .collect();
+            assert_eq!(out, want, "{threads} threads");
+            let mut out16 = vec![f16::ZERO; 7 * 5];
+            split(&mut out16, 5, threads, &decode);
+            let want16: Vec<f16> = want.iter().map(|&y| f16::from_f32(y)).collect();
+            assert_eq!(out16, want16, "{threads} threads, f16");
+        }
+    }
+
+    #[test]
+    fn pieces_cover_long_outputs() {
+        let units = PIECE / 3 + 5;
+        let decode = |r: Range<usize>, buf: &mut [f32]| {
+            for (i, u) in r.enumerate() {
+                buf[3 * i..3 * i + 3].fill(u as f32);
+            }
+        };
+        let mut out = vec![bf16::ZERO; units * 3];
+        split(&mut out, 3, 2, &decode);
+        for (i, y) in out.iter().enumerate() {
+            assert_eq!(*y, bf16::from_f32((i / 3) as f32), "element {i}");
+        }
+    }
+}

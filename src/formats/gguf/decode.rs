@@ -1,0 +1,94 @@
+//! Dequantizing one tensor into a caller's f32, f16 or bf16 buffer, on a chosen
+//! backend and number of threads.
+
+use dq_runtime::Backend;
+
+use super::error::{GgufError, Result};
+use super::tensor::TensorInfo;
+use super::types::GgmlType;
+use super::{Gguf, reference};
+use crate::Options;
+use crate::formats::element::{self, Element};
+
+/// Checks that `backend` can decode GGUF type `ty` for tensor `name`.
+///
+/// `Reference` and `Auto` decode every supported type (with the reference decoders
+/// of [`mod@reference`] today); the generated and JIT backends do not run block
+/// types yet.
+///
+/// # Errors
+/// [`GgufError::UnsupportedType`] for a type dq does not decode;
+/// [`GgufError::BackendCannotRun`] for a backend that cannot run it.
+pub fn check_backend(backend: Backend, ty: GgmlType, name: &str) -> Result<()> {
+    if !ty.is_supported() {
+        return Err(GgufError::UnsupportedType {
+            name: name.to_owned(),
+            ty: ty.name().to_owned(),
+        });
+    }
+    match backend {
+        Backend::Reference | Backend::Auto => Ok(()),
+        Backend::Generated | Backend::Jit => Err(GgufError::BackendCannotRun {
+            backend,
+            ty,
+            name: name.to_owned(),
+        }),
+    }
+}
+
+impl<B: AsRef<[u8]>> Gguf<B> {
+    /// Dequantizes tensor `t` into `out` (its element count, row-major): the f32
+    /// values of SPEC section 11, or their round-to-nearest-even for f16/bf16.
+    ///
+    /// `opts.threads` threads (0 is taken as 1) each decode a run of whole blocks;
+    /// the bits do not depend on the count. `opts.backend` must be able to run the
+    /// type (see [`check_backend`]).
+    ///
+    /// ```
+    /// use dq::formats::gguf::Gguf;
+    /// use dq::{Backend, Options};
+    /// use half::bf16;
+    /// let file = Gguf::open("tests/fixtures/gguf/blocks.gguf")?;
+    /// let t = file.tensor("q4_k.r3").expect("listed");
+    /// let mut f32s = vec![0f32; t.element_count() as usize];
+    /// let opts = Options { backend: Backend::Auto, threads: 2 };
+    /// file.dequantize(t, &mut f32s, &opts)?;
+    /// let mut bf16s = vec![bf16::ZERO; f32s.len()];
+    /// file.dequantize(t, &mut bf16s, &opts)?;
+    /// assert_eq!(bf16s[7], bf16::from_f32(f32s[7]));
+    /// // The generated and JIT backends do not run block types yet: a clear error.
+    /// let jit = Options { backend: Backend::Jit, threads: 1 };
+    /// let err = file.dequantize(t, &mut f32s, &jit).unwrap_err();
+    /// assert_eq!(err.to_string(),
+    ///     "backend jit cannot run GGUF type Q4_K yet (tensor q4_k.r3); use reference or auto");
+    /// # Ok::<(), dq::formats::gguf::GgufError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`GgufError::UnsupportedType`], [`GgufError::BackendCannotRun`], or
+    /// [`GgufError::OutputLength`] when `out` is not the tensor's element count;
+    /// nothing is written then.
+    pub fn dequantize<T: Element>(
+        &self,
+        t: &TensorInfo,
+        out: &mut [T],
+        opts: &Options,
+    ) -> Result<()> {
+        let ty = t.ggml_type().ok_or_else(|| t.unsupported())?;
+        check_backend(opts.backend, ty, t.name())?;
+        if out.len() as u64 != t.element_count() {
+            return Err(GgufError::OutputLength {
+                name: t.name().to_owned(),
+                expected: t.element_count(),
+                got: out.len(),
+            });
+        }
+        let data = self.tensor_data(t)?;
+        let size = ty.type_size();
+        let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
+            reference::decode(ty, &data[blocks.start * size..blocks.end * size], buf);
+        };
+        element::split(out, ty.block_size(), opts.threads, &decode);
+        Ok(())
+    }
+}

@@ -1,0 +1,72 @@
+//! Dequantizing one linear's weight into a caller's f32, f16 or bf16 buffer, on a
+//! chosen backend and number of threads.
+
+use dq_runtime::Backend;
+
+use super::error::{HfError, Result};
+use super::linear::{QuantLinear, Scheme};
+use super::reference;
+use crate::Options;
+use crate::formats::element::{self, Element};
+
+/// Checks that `backend` can dequantize a linear (prefix `linear`) of `scheme`.
+///
+/// `Reference` and `Auto` run every scheme (with the reference of [`reference`]
+/// today); the generated and JIT backends do not run checkpoint formats yet.
+///
+/// # Errors
+/// [`HfError::BackendCannotRun`] for a backend that cannot run it.
+pub fn check_backend(backend: Backend, scheme: Scheme, linear: &str) -> Result<()> {
+    match backend {
+        Backend::Reference | Backend::Auto => Ok(()),
+        Backend::Generated | Backend::Jit => Err(HfError::BackendCannotRun {
+            backend,
+            scheme,
+            linear: linear.to_owned(),
+        }),
+    }
+}
+
+impl QuantLinear<'_> {
+    /// Dequantizes the `[N, K]` weight into `out` (row-major, `N * K` elements): the
+    /// f32 values of SPEC section 11, or their round-to-nearest-even for f16/bf16.
+    ///
+    /// `opts.threads` threads (0 is taken as 1) each write a run of whole rows; the
+    /// bits do not depend on the count. `opts.backend` must be able to run the
+    /// scheme (see [`check_backend`]).
+    ///
+    /// ```
+    /// use dq::formats::hf::Checkpoint;
+    /// use dq::{Backend, Options};
+    /// use half::f16;
+    /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hf/gptq-v2-4bit-g64-actorder");
+    /// let ckpt = Checkpoint::open(dir)?;
+    /// let up = ckpt.linear("model.layers.0.mlp.up_proj").expect("a quantized linear");
+    /// let opts = Options { backend: Backend::Auto, threads: 3 };
+    /// let mut w = vec![f16::ZERO; up.n() * up.k()];
+    /// up.dequantize(&mut w, &opts)?;
+    /// let f32s = dq::formats::hf::reference::dequantize_f32(&up);
+    /// assert_eq!(w[5], f16::from_f32(f32s[5]));
+    /// # Ok::<(), dq::formats::hf::HfError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`HfError::BackendCannotRun`], or [`HfError::OutputLength`] when `out` is not
+    /// `N * K` elements; nothing is written then.
+    pub fn dequantize<T: Element>(&self, out: &mut [T], opts: &Options) -> Result<()> {
+        check_backend(opts.backend, self.scheme(), self.name())?;
+        let expected = self.n() * self.k();
+        if out.len() != expected {
+            return Err(HfError::OutputLength {
+                linear: self.name().to_owned(),
+                expected,
+                got: out.len(),
+            });
+        }
+        let decode = |rows: std::ops::Range<usize>, buf: &mut [f32]| {
+            reference::rows(self, rows, buf);
+        };
+        element::split(out, self.k(), opts.threads, &decode);
+        Ok(())
+    }
+}
