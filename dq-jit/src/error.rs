@@ -36,6 +36,15 @@ pub enum JitError {
         /// Dst dtype.
         dst: DType,
     },
+    /// A formula without a form for a float src (SPEC 10): it reads `q` as an
+    /// integer, and is not the standard formula.
+    #[error("the formula reads src {src} as an integer (scales {scales}): no float-src form")]
+    FloatTypes {
+        /// Src dtype.
+        src: DType,
+        /// Scales dtype.
+        scales: DType,
+    },
     /// The host is not a 64-bit target.
     #[error("the JIT needs a 64-bit target")]
     Not64Bit,
