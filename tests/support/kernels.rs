@@ -86,6 +86,8 @@ fn note_once(name: &str) {
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     if !seen.iter().any(|s| s == name) {
         seen.push(name.to_string());
-        super::path_unavailable(&format!("kernel `{name}` (not in this build or on this CPU)"));
+        super::path_unavailable(&format!(
+            "kernel `{name}` (not in this build or on this CPU)"
+        ));
     }
 }
