@@ -350,7 +350,11 @@ fn scale_bytes(rng: &mut Rng, dtype: DType, bytes: usize) -> Vec<u8> {
         DType::F32 => |s| s.to_le_bytes().to_vec(),
         DType::F64 => |s| f64::from(s).to_le_bytes().to_vec(),
         // e8m0: 2^-10 ..= 2^-4, the range of the other dtypes' scales.
-        DType::E8M0 => return (0..bytes).map(|_| 117 + (rng.next_u64() % 7) as u8).collect(),
+        DType::E8M0 => {
+            return (0..bytes)
+                .map(|_| 117 + (rng.next_u64() % 7) as u8)
+                .collect();
+        }
         _ => return int_bytes(rng, dtype, bytes),
     };
     let n = bytes / (dtype.bits() / 8);

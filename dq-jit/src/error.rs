@@ -36,9 +36,10 @@ pub enum JitError {
         /// Dst dtype.
         dst: DType,
     },
-    /// A formula without a form for a float src (SPEC 10): it reads `q` as an
-    /// integer, and is not the standard formula.
-    #[error("the formula reads src {src} as an integer (scales {scales}): no float-src form")]
+    /// A formula that does not read a src of this kind: an integer-`q` formula
+    /// (other than the standard one) with a float src (SPEC 10), or a float-`q`
+    /// formula with an integer src.
+    #[error("the formula has no form for src {src} (scales {scales})")]
     FloatTypes {
         /// Src dtype.
         src: DType,

@@ -43,7 +43,10 @@ fn private() -> TokenStream {
 
 fn expand(f: &KernelFn, combos: &[Combo], forms: &Forms) -> TokenStream {
     let p = private();
-    let irs = |n: &Option<Vec<Node>>| n.as_ref().map(|n| n.iter().map(ir_node).collect::<Vec<_>>());
+    let irs = |n: &Option<Vec<Node>>| {
+        n.as_ref()
+            .map(|n| n.iter().map(ir_node).collect::<Vec<_>>())
+    };
     let (int_ir, float_ir) = (irs(&forms.int), irs(&forms.float));
     let entries = combos.iter().map(|c| {
         let (s, z) = (marker(Some(c.src)), marker(c.zps));
@@ -86,7 +89,11 @@ fn expand(f: &KernelFn, combos: &[Combo], forms: &Forms) -> TokenStream {
             #float_items
         }
     };
-    let first = int_ir.as_ref().or(float_ir.as_ref()).cloned().unwrap_or_default();
+    let first = int_ir
+        .as_ref()
+        .or(float_ir.as_ref())
+        .cloned()
+        .unwrap_or_default();
     let name = f.ident.to_string();
     let with_float = match (&int_ir, &float_ir) {
         (Some(_), Some(ir)) => {

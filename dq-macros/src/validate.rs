@@ -312,7 +312,10 @@ pub fn formula(f: &KernelFn, kinds: (bool, bool), errors: &mut Errors) -> Forms 
         };
         if !ok {
             let want = if i == 0 {
-                format!("`{}: int` (integer src) or `{}: float` (float src)", params[0], params[0])
+                format!(
+                    "`{}: int` (integer src) or `{}: float` (float src)",
+                    params[0], params[0]
+                )
             } else {
                 format!("`{}: {}`", params[i], kinds[0])
             };
@@ -619,7 +622,9 @@ mod tests {
     fn names_per_key() {
         assert_eq!(
             allowed_in("src"),
-            ["s4", "u4", "s8", "u8", "s32", "f8_e4m3", "f8_e5m2", "f4_e2m1"]
+            [
+                "s4", "u4", "s8", "u8", "s32", "f8_e4m3", "f8_e5m2", "f4_e2m1"
+            ]
         );
         assert_eq!(allowed_in("scales"), ["dst", "e8m0"]);
         assert_eq!(

@@ -236,9 +236,7 @@ pub fn load_f32(dtype: DType, buf: &[u8], o: usize) -> f32 {
         DType::F16 => half::f16::from_bits(u16::from_le_bytes(le_array(buf, o))).to_f32(),
         DType::BF16 => half::bf16::from_bits(u16::from_le_bytes(le_array(buf, o))).to_f32(),
         DType::F32 => f32::from_le_bytes(le_array(buf, o)),
-        DType::F8E4M3 | DType::F8E5M2 | DType::F4E2M1 | DType::E8M0 => {
-            load_code_f32(dtype, buf, o)
-        }
+        DType::F8E4M3 | DType::F8E5M2 | DType::F4E2M1 | DType::E8M0 => load_code_f32(dtype, buf, o),
         _ => panic!("load_f32 on dtype {dtype}"),
     }
 }
@@ -250,7 +248,11 @@ pub fn load_f32(dtype: DType, buf: &[u8], o: usize) -> f32 {
 /// If `dtype` is none of those, or the element is outside `buf`.
 #[inline]
 pub fn load_code_f32(dtype: DType, buf: &[u8], o: usize) -> f32 {
-    let code = if dtype.is_4bit() { nibble(buf, o) } else { buf[o] };
+    let code = if dtype.is_4bit() {
+        nibble(buf, o)
+    } else {
+        buf[o]
+    };
     match dtype.decode_table() {
         Some(t) => t[code as usize],
         None => panic!("load_code_f32 on dtype {dtype}"),

@@ -117,7 +117,10 @@ mod tests {
         let want = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
         for (n, w) in want.iter().enumerate() {
             assert_eq!(f4_e2m1_to_f32(n as u8).to_bits(), (*w as f32).to_bits());
-            assert_eq!(f4_e2m1_to_f32(n as u8 | 8).to_bits(), (-*w as f32).to_bits());
+            assert_eq!(
+                f4_e2m1_to_f32(n as u8 | 8).to_bits(),
+                (-*w as f32).to_bits()
+            );
         }
     }
 

@@ -291,13 +291,7 @@ impl Partial {
             scale_shape: &scale_shape,
         };
         let dtypes = (src.dtype, self.zps.as_ref().map(|z| z.dtype), dst.dtype);
-        let lowering = Lowering::new(
-            dtypes,
-            self.scales.dtype,
-            self.zps_broadcast,
-            numel,
-            &walk,
-        );
+        let lowering = Lowering::new(dtypes, self.scales.dtype, self.zps_broadcast, numel, &walk);
         Ok(Plan {
             op,
             src: src.clone(),

@@ -325,7 +325,10 @@ mod tests {
     fn texts_are_the_joined_names() {
         assert_eq!(STATIC.src.text(), "s8, u8, f8_e4m3, f8_e5m2");
         assert_eq!(STATIC.dst.text(), "f32");
-        assert_eq!(DYNAMIC.src.text(), "s8, u8, s4, u4, f8_e4m3, f8_e5m2, f4_e2m1");
+        assert_eq!(
+            DYNAMIC.src.text(),
+            "s8, u8, s4, u4, f8_e4m3, f8_e5m2, f4_e2m1"
+        );
         assert_eq!(DYNAMIC.dst.text(), "f32, f16, bf16");
         assert_eq!(AXES.src.text(), "s8, u8, s32");
         assert_eq!(AXES.dst.text(), "f16, bf16, f32, f64");
@@ -422,7 +425,10 @@ mod tests {
         assert_eq!(DYNAMIC.check_scales(BF16, BF16), Ok(()));
         assert_eq!(
             DYNAMIC.check_scales(BF16, F32),
-            Err(Error::ScalesNotDstOrE8m0 { dst: BF16, got: F32 })
+            Err(Error::ScalesNotDstOrE8m0 {
+                dst: BF16,
+                got: F32
+            })
         );
         assert_eq!(
             AXES.check_scales(F32, E8M0),

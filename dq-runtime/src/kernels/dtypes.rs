@@ -156,7 +156,15 @@ unsafe fn nibble(base: *const u8, o: usize) -> u8 {
 macro_rules! int_type {
     ($t:ident, $d:expr, $small:expr, $exact:ty,
      |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
-        int_type!($t, $d, None, $small, $exact, |$b, $o| $load, |$v, $vb, $vo| $vec);
+        int_type!(
+            $t,
+            $d,
+            None,
+            $small,
+            $exact,
+            |$b, $o| $load,
+            |$v, $vb, $vo| $vec
+        );
     };
     ($t:ident, $d:expr, $decode:expr, $small:expr, $exact:ty,
      |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
