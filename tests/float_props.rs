@@ -14,16 +14,15 @@ use support::{Rng, Variant, all_variants, path_unavailable, proptest_cases};
 const SRCS: [DType; 3] = [DType::F8E4M3, DType::F8E5M2, DType::F4E2M1];
 const DSTS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
-/// Scale bytes of dtype `t`: spread finite values, zeros, infinities and the
-/// one NaN (a NaN of other bits could meet a NaN src, and then which operand's
-/// NaN the product keeps is the hardware's choice); e8m0: any byte.
+/// Scale bytes of dtype `t`: spread finite values, zeros, infinities and NaNs of
+/// any sign and payload (which meet NaN src codes); e8m0: any byte.
 fn scale_bytes(rng: &mut Rng, t: DType, n: usize) -> Vec<u8> {
     (0..n)
         .flat_map(|_| {
             let v = match rng.below(12) {
                 0 => 0.0,
                 1 => f32::INFINITY,
-                2 => f32::from_bits(dq::minifloat::NAN_BITS),
+                2 => f32::from_bits(0x7f80_0001 | rng.next_u64() as u32),
                 3 => -1e-39,
                 _ => ((rng.below(2001) as f32) - 1000.0) * 2f32.powi(rng.below(40) as i32 - 25),
             };

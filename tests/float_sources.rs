@@ -122,6 +122,9 @@ fn scales(t: DType) -> Vec<u8> {
         f32::INFINITY,
         f32::NEG_INFINITY,
         f32::from_bits(dq::minifloat::NAN_BITS),
+        // NaNs of other signs and payloads: a NaN src still gives its own NaN.
+        f32::from_bits(0xffc0_1234),
+        f32::from_bits(0x7fa0_0001),
     ];
     let mut x = 0x1234_5678u32;
     while v.len() < 256 {
@@ -253,7 +256,12 @@ fn sweep(variants: &[Variant], src: DType, dst: DType, scales_t: DType) {
         for i in 0..rows * cols {
             let (r, c) = (i / cols, i % cols);
             let si = if nscales == 1 { 0 } else { (l.scale_of)(r, c) };
-            let y = independent(src, code(r, c)) * scale_f32(scales_t, &sc, si);
+            let x = independent(src, code(r, c));
+            let y = if x.is_nan() {
+                x
+            } else {
+                x * scale_f32(scales_t, &sc, si)
+            };
             assert_eq!(
                 want[i * w..i * w + w],
                 encode(dst, y)[..],
@@ -572,7 +580,13 @@ fn user_kernel_over_float_src() {
                     let x = independent(src, codes[i]);
                     let s = scale_f32(scales_t, &sc, 120 + i / cols);
                     let y = (x * s).max(0.0) + x.abs() * 0.5;
-                    let y = if (x * s).is_nan() { x * s } else { y };
+                    let y = if x.is_nan() {
+                        x
+                    } else if (x * s).is_nan() {
+                        x * s
+                    } else {
+                        y
+                    };
                     assert_eq!(
                         want[i * w..i * w + w],
                         encode(dst, y)[..],

@@ -78,8 +78,14 @@ impl Kernel for Reference {
             } else {
                 let s = load_f32(scales_t, job.scales(), si);
                 let y = if src_t.is_float_src() {
-                    // SPEC 10: the exact value of the src element, times s.
-                    formula.eval_float(load_code_f32(src_t, job.src(), so), s)
+                    // SPEC 10: the exact value of the src element, times s; a NaN
+                    // src gives its own NaN (see `minifloat`).
+                    let x = load_code_f32(src_t, job.src(), so);
+                    if x.is_nan() {
+                        x
+                    } else {
+                        formula.eval_float(x, s)
+                    }
                 } else {
                     formula.eval(load_int(src_t, job.src(), so), z, s)
                 };

@@ -3,7 +3,7 @@
 //! copied from its segment's table, and the scalar loads of src, zero points and
 //! scales (I64, or I128 where the analysis asks; scales in the work float).
 
-use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{Block, InstBuilder, Type, Value, types};
 use dq_runtime::DType;
 
@@ -108,7 +108,12 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             None => self.load_int(self.spec.src, self.src, so),
         };
-        let y = self.eval(Ints::Plain { q, z }, s, false);
+        let mut y = self.eval(Ints::Plain { q, z }, s, false);
+        if self.spec.src.is_float_src() {
+            // A NaN src gives its own NaN (see dq_runtime::minifloat).
+            let nan = self.b.ins().fcmp(FloatCC::Unordered, q, q);
+            y = self.b.ins().select(nan, q, y);
+        }
         self.store_scalar(dof, y);
     }
 

@@ -141,6 +141,11 @@ impl Lanes for Avx2 {
             _mm256_i32gather_ps::<4>(table.as_ptr(), idx)
         }
     }
+    #[inline(always)]
+    fn nan_or(self, x: __m256, y: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_blendv_ps(y, x, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x)) }
+    }
 }
 
 impl Avx2 {
@@ -517,6 +522,11 @@ impl Lanes for Avx512 {
             let idx = _mm512_and_si512(code, _mm512_set1_epi32(0xff));
             _mm512_i32gather_ps::<4>(idx, table.as_ptr())
         }
+    }
+    #[inline(always)]
+    fn nan_or(self, x: __m512, y: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), y, x) }
     }
 }
 impl Avx512 {

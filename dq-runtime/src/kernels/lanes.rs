@@ -38,6 +38,8 @@ pub trait Lanes: Copy {
     /// `table[code & 255]`: the value of a float src or e8m0 code (a 256-entry
     /// decode table, [`crate::DType::decode_table`]).
     fn decode(self, table: &'static [f32; 256], code: Self::Int) -> Self::Float;
+    /// `x` where `x` is a NaN, else `y` (a NaN float src gives its own NaN).
+    fn nan_or(self, x: Self::Float, y: Self::Float) -> Self::Float;
 }
 
 /// An element formula compiled into Rust by `#[dequant_kernel]`.
@@ -69,7 +71,13 @@ pub fn apply<S: super::IntType, F: Formula, L: Lanes>(
     s: L::Float,
 ) -> L::Float {
     match S::DECODE {
-        Some(t) => F::eval_float(l, l.decode(t, q), s),
+        Some(t) => {
+            // A NaN src gives the one NaN it decodes to, whatever the scale: which
+            // NaN a product of two NaNs keeps is the compiler's choice of operand
+            // order, so it is not left to the multiply.
+            let x = l.decode(t, q);
+            l.nan_or(x, F::eval_float(l, x, s))
+        }
         None => F::eval(l, q, z, s),
     }
 }
@@ -228,5 +236,9 @@ impl<I: ExactInt, F: FromI64> Lanes for Scalar<I, F> {
     fn decode(self, table: &'static [f32; 256], code: I) -> F {
         // Exact: every f32 is a working float exactly.
         F::from_lit(table[code.low_byte()] as f64)
+    }
+    #[inline(always)]
+    fn nan_or(self, x: F, y: F) -> F {
+        if x.is_nan() { x } else { y }
     }
 }
