@@ -7,7 +7,7 @@
 //! ```
 //! use dq_runtime::rules::{self, DYNAMIC};
 //! use dq_runtime::{DType, OpKind};
-//! assert_eq!(DYNAMIC.src.text(), "s8, u8, s4, u4");
+//! assert_eq!(DYNAMIC.src.text(), "s8, u8, s4, u4, f8_e4m3, f8_e5m2, f4_e2m1");
 //! assert!(rules::rule(OpKind::Axes).allows(DType::S32, Some(DType::S32), DType::F64));
 //! assert!(!rules::allows((DType::S32, None, DType::F32)));
 //! ```
@@ -405,7 +405,7 @@ mod tests {
             STATIC.check_src(DType::S4),
             Err(Error::SrcDType {
                 op: OpKind::Dequantize,
-                expected: "s8, u8",
+                expected: "s8, u8, f8_e4m3, f8_e5m2",
                 got: DType::S4
             })
         );
