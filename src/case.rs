@@ -341,14 +341,20 @@ fn scale(rng: &mut Rng) -> f32 {
     (1.0 + u * 63.0) / 1024.0
 }
 
-/// `bytes` bytes of scales stored as `dtype` (random integers for a dtype that is
-/// not a float, which validation then refuses).
+/// `bytes` bytes of scales stored as `dtype` (e8m0: powers of two; random integers
+/// for a dtype that is not a float, which validation then refuses).
 fn scale_bytes(rng: &mut Rng, dtype: DType, bytes: usize) -> Vec<u8> {
     let encode: fn(f32) -> Vec<u8> = match dtype {
         DType::F16 => |s| f16::from_f32(s).to_le_bytes().to_vec(),
         DType::BF16 => |s| bf16::from_f32(s).to_le_bytes().to_vec(),
         DType::F32 => |s| s.to_le_bytes().to_vec(),
         DType::F64 => |s| f64::from(s).to_le_bytes().to_vec(),
+        // e8m0: 2^-10 ..= 2^-4, the range of the other dtypes' scales.
+        DType::E8M0 => {
+            return (0..bytes)
+                .map(|_| 117 + (rng.next_u64() % 7) as u8)
+                .collect();
+        }
         _ => return int_bytes(rng, dtype, bytes),
     };
     let n = bytes / (dtype.bits() / 8);

@@ -167,6 +167,9 @@ mod linux {
         };
         for &src_t in srcs {
             for &zps_t in &zpss {
+                if src_t.is_float_src() && zps_t.is_some() {
+                    continue; // a float src takes no zero points (SPEC 10)
+                }
                 for &dst_t in dyn_dsts {
                     for (op, ss, bcast) in &grans {
                         v.push(Config {
@@ -206,11 +209,13 @@ mod linux {
                     v.push(Config {
                         op,
                         src_t,
-                        zps_t: Some(if src_t.is_4bit() {
-                            DType::U4
+                        zps_t: if src_t.is_float_src() {
+                            None
+                        } else if src_t.is_4bit() {
+                            Some(DType::U4)
                         } else {
-                            DType::S32
-                        }),
+                            Some(DType::S32)
+                        },
                         dst_t,
                         shape: shape.clone(),
                         zps_shape: ss.clone(),
@@ -242,6 +247,9 @@ mod linux {
         // Static op (its scales and zps live in the plan).
         for &src_t in STATIC.src.list() {
             for (per_channel, zps) in [(false, false), (true, true), (false, true)] {
+                if zps && src_t.is_float_src() {
+                    continue; // a float src takes no zero points (SPEC 10)
+                }
                 let k = if per_channel { n } else { 1 };
                 let mut o = Dequantize::new((0..k).map(|i| 0.5 + i as f32).collect());
                 if per_channel {

@@ -170,7 +170,7 @@ fn static_src_dtype() {
         e,
         Error::SrcDType {
             op: OpKind::Dequantize,
-            expected: "s8, u8",
+            expected: "s8, u8, f8_e4m3, f8_e5m2",
             got: DType::S4
         }
     );
@@ -196,7 +196,7 @@ fn dynamic_src_dtype() {
         e,
         Error::SrcDType {
             op: OpKind::Dynamic,
-            expected: "s8, u8, s4, u4",
+            expected: "s8, u8, s4, u4, f8_e4m3, f8_e5m2, f4_e2m1",
             got: DType::S32
         }
     );
@@ -258,8 +258,8 @@ fn scales_dtype_must_be_dst_dtype() {
         .err();
     assert_eq!(
         e,
-        Error::ScalesDType {
-            expected: DType::BF16,
+        Error::ScalesNotDstOrE8m0 {
+            dst: DType::BF16,
             got: DType::F32
         }
     );

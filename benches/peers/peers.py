@@ -30,7 +30,11 @@ OUT = HERE / "out"
 NP_DTYPE = {
     "s8": np.int8, "u8": np.uint8, "s4": np.int8, "u4": np.uint8, "s32": np.int32,
     "s64": np.int64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
+    # SPEC 10 float src (codes as ml_dtypes types; f4_e2m1 unpacked here, packed on disk)
+    "f8_e4m3": ml_dtypes.float8_e4m3fn, "f8_e5m2": ml_dtypes.float8_e5m2,
+    "f4_e2m1": ml_dtypes.float4_e2m1fn,
 }
+FLOAT_SRC = ("f8_e4m3", "f8_e5m2", "f4_e2m1")
 INT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s4": (-8, 7), "u4": (0, 15)}
 IMPLS = ["memcpy", "dq-generated", "dq-jit", "oneDNN", "ORT", "NumPy"]
 PEERS = ["oneDNN", "ORT", "NumPy"]
@@ -70,7 +74,9 @@ class Case:
         return self.shape[0] * self.shape[1]
 
     def nbytes(self, dtype, n):
-        return (n + 1) // 2 if dtype in ("s4", "u4") else n * np.dtype(NP_DTYPE[dtype]).itemsize
+        if dtype in ("s4", "u4", "f4_e2m1"):
+            return (n + 1) // 2
+        return n * np.dtype(NP_DTYPE[dtype]).itemsize
 
     @property
     def src_bytes(self):
@@ -92,6 +98,12 @@ CASES = [
     Case("s4-bf16-group1x128", "dynamic", "s4", "bf16", "per_group", group_shape=(1, 128)),
     Case("s4-f16-group1x128", "dynamic", "s4", "f16", "per_group", group_shape=(1, 128)),
     Case("s8-f32-channel-256", "dequantize", "s8", "f32", "per_channel", shape=(256, 256), axis=0),
+    # SPEC 10: float8 per channel (ORT runs these with f32 and f16 output), MXFP4-shaped
+    # e2m1 groups of 32 (ORT 1.32 has no float4e2m1 DequantizeLinear kernel).
+    Case("f8e4m3-f32-channel", "dynamic", "f8_e4m3", "f32", "per_channel", axis=0),
+    Case("f8e4m3-bf16-channel", "dynamic", "f8_e4m3", "bf16", "per_channel", axis=0),
+    Case("f8e5m2-f16-channel", "dynamic", "f8_e5m2", "f16", "per_channel", axis=0),
+    Case("f4e2m1-bf16-group1x32", "dynamic", "f4_e2m1", "bf16", "per_group", group_shape=(1, 32)),
 ]
 
 
@@ -122,8 +134,13 @@ def zp_storage_type(case):
 def generate(case):
     """Deterministic inputs. Scales have random sign, so q == z gives -0 (SPEC 5)."""
     rng = np.random.default_rng(zlib.crc32(case.name.encode()))
-    lo, hi = INT_RANGE[case.src]
-    q = rng.integers(lo, hi + 1, case.shape).astype(NP_DTYPE[case.src])
+    if case.src in FLOAT_SRC:
+        # Every code, NaN codes included (a NaN src gives NaN).
+        codes = rng.integers(0, 16 if case.src == "f4_e2m1" else 256, case.shape, dtype=np.uint8)
+        q = codes.view(NP_DTYPE[case.src])
+    else:
+        lo, hi = INT_RANGE[case.src]
+        q = rng.integers(lo, hi + 1, case.shape).astype(NP_DTYPE[case.src])
     mag = np.exp2(rng.uniform(-12, -4, case.scales_shape))
     sign = np.where(rng.random(case.scales_shape) < 0.5, -1.0, 1.0)
     scale_type = np.float32 if case.op == "dequantize" else NP_DTYPE[case.dst]
@@ -139,7 +156,10 @@ def write_inputs(case, data, folder):
     """Raw little-endian files, as the oneDNN driver and `dq run` read them."""
     folder.mkdir(parents=True, exist_ok=True)
     q = data["q"]
-    src = pack4(q) if case.src in ("s4", "u4") else q
+    if case.src == "f4_e2m1":
+        src = pack4(q.view(np.uint8))
+    else:
+        src = pack4(q) if case.src in ("s4", "u4") else q
     src.tofile(folder / "src.bin")
     data["src_raw"] = np.ascontiguousarray(src).view(np.uint8).reshape(-1)
     data["scales"].tofile(folder / "scales.bin")  # f32 for the static op, else dst dtype
@@ -167,7 +187,12 @@ def per_group(case, p):
 
 
 def spec_formula(case, data):
-    """SPEC section 5, literally: exact integer q - z, RNE to f32, one f32 multiply, RNE to dst."""
+    """SPEC section 5, literally: exact integer q - z, RNE to f32, one f32 multiply, RNE to dst
+    (SPEC 10: a float src's exact value, times the scale)."""
+    if case.src in FLOAT_SRC:
+        x = grouped(case, data["q"].astype(np.float32))
+        y = x * per_group(case, data["scales"].astype(np.float32))
+        return y.astype(NP_DTYPE[case.dst]).reshape(case.shape)
     d = grouped(case, data["q"].astype(np.int64))
     if data["zps"] is not None:
         d = d - per_group(case, data["zps"].astype(np.int64))
@@ -181,6 +206,8 @@ def numpy_idiomatic(case, data):
     src = data["src_raw"]
     if case.src in ("s4", "u4"):
         q = unpack4(src, case.numel, case.src == "s4")
+    elif case.src == "f4_e2m1":
+        q = unpack4(src, case.numel, False).view(ml_dtypes.float4_e2m1fn)
     else:
         q = src.view(NP_DTYPE[case.src])
     x = grouped(case, q).astype(np.float32)
@@ -320,7 +347,8 @@ def ort_model(case):
     (an initializer would be constant-folded away)."""
     from onnx import TensorProto as TP, helper
     onnx_t = {"s8": TP.INT8, "u8": TP.UINT8, "s4": TP.INT4, "u4": TP.UINT4,
-              "f32": TP.FLOAT, "f16": TP.FLOAT16, "bf16": TP.BFLOAT16}
+              "f32": TP.FLOAT, "f16": TP.FLOAT16, "bf16": TP.BFLOAT16,
+              "f8_e4m3": TP.FLOAT8E4M3FN, "f8_e5m2": TP.FLOAT8E5M2, "f4_e2m1": TP.FLOAT4E2M1}
     scale_t = onnx_t["f32" if case.op == "dequantize" else case.dst]
     sshape = [] if case.qtype == "per_tensor" else list(case.scales_shape)
     attrs = {}
@@ -355,6 +383,8 @@ def run_ort(case, data, threads, rule):
         sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     except Exception as e:  # noqa: BLE001 - report whatever ORT says
         return result("unsupported", note=str(e).splitlines()[0][:300])
+    if case.src == "f4_e2m1":
+        return result("unsupported", note="ORT CPU has no float4e2m1 DequantizeLinear (NOT_IMPLEMENTED)")
     # Zero points in the src dtype; 4-bit tensors are passed packed, as ONNX stores them.
     arrays = [data["src_raw"], np.ascontiguousarray(data["scales"])]
     if case.zps:

@@ -36,6 +36,16 @@ pub enum JitError {
         /// Dst dtype.
         dst: DType,
     },
+    /// A formula that does not read a src of this kind: an integer-`q` formula
+    /// (other than the standard one) with a float src (SPEC 10), or a float-`q`
+    /// formula with an integer src.
+    #[error("the formula has no form for src {src} (scales {scales})")]
+    FloatTypes {
+        /// Src dtype.
+        src: DType,
+        /// Scales dtype.
+        scales: DType,
+    },
     /// The host is not a 64-bit target.
     #[error("the JIT needs a 64-bit target")]
     Not64Bit,

@@ -3,7 +3,7 @@
 
 use core::ops::Deref;
 
-use dq_runtime::{DType, FormulaFacts, FormulaIr, Lowering, Node, arch};
+use dq_runtime::{DType, FormulaFacts, FormulaIr, Lowering, Node, STANDARD, STANDARD_FLOAT, arch};
 
 use crate::error::{FormulaProblem, JitError};
 
@@ -53,15 +53,28 @@ impl Spec {
         if lowering.is_empty() {
             return Err(JitError::NoElements);
         }
+        // A float src runs the formula's float-src form (SPEC 10).
+        let src = lowering.src;
+        let (formula, facts) = if formula.accepts_src(src) {
+            (*formula, facts)
+        } else if src.is_float_src() && formula.nodes == STANDARD.nodes {
+            (STANDARD_FLOAT, STANDARD_FLOAT.facts())
+        } else {
+            return Err(JitError::FloatTypes {
+                src,
+                scales: lowering.scales,
+            });
+        };
         // 4-bit src rounds through tables (16 values a segment), which costs less
         // than converting every element.
         let f16_blocks = f16_convert
             && lowering.dst == DType::F16
             && !lowering.src.is_4bit()
+            && !lowering.src.is_float_src()
             && lowering.dst_dense
             && arch::f16_convert();
         Ok(Spec {
-            formula: *formula,
+            formula,
             facts,
             lowering: lowering.clone(),
             f16_blocks,
@@ -137,6 +150,8 @@ fn range(t: DType) -> (i128, i128) {
 /// it needs more than the supported widths.
 pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
     let f = &spec.formula;
+    // A float src's `q` is a float operand (no integer range).
+    let float_q = spec.src.is_float_src();
     let q = range(spec.src);
     let z_full = spec.zps.map_or((0, 0), range);
     let z_checked = matches!(spec.zps, Some(DType::S32 | DType::S64));
@@ -145,8 +160,8 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
     } else {
         z_full
     };
-    let full = intervals(f, q, z_full)?;
-    let vec = intervals(f, q, z_vec)?;
+    let full = intervals(f, q, z_full, float_q)?;
+    let vec = intervals(f, q, z_vec, float_q)?;
     let fits = |v: &[Option<(i128, i128)>], lo: i128, hi: i128| {
         v.iter().flatten().all(|&(a, b)| a >= lo && b <= hi)
     };
@@ -164,7 +179,10 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
         });
     };
     let quiet = !spec.facts.may_pass_signaling;
+    // Float src and e8m0 scales take the scalar path (codes decoded by table).
     let vector = !f64_work
+        && !float_q
+        && spec.scales != DType::E8M0
         && !matches!(spec.src, DType::S32 | DType::S64)
         && fits(&vec, i32::MIN as i128, i32::MAX as i128);
     Ok(Analysis {
@@ -181,6 +199,7 @@ fn intervals(
     f: &FormulaIr,
     q: (i128, i128),
     z: (i128, i128),
+    float_q: bool,
 ) -> Result<Vec<Option<(i128, i128)>>, JitError> {
     let bad = |problem| JitError::Formula {
         formula: f.name,
@@ -200,6 +219,7 @@ fn intervals(
         };
         let overflow = || bad(FormulaProblem::Overflow { node });
         let v = match *n {
+            Node::Q if float_q => None,
             Node::Q => Some(q),
             Node::Z => Some(z),
             Node::IntSub(a, b) => {

@@ -7,7 +7,7 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ast::{Attr, KernelFn};
-use crate::validate::{self, Combo, Errors, Node};
+use crate::validate::{self, Combo, Errors, Forms, Node};
 
 /// Parse, validate, expand. On error: the errors and a placeholder static of the
 /// same name (the DSL function is not Rust, so it cannot be emitted unchanged).
@@ -24,9 +24,9 @@ pub fn dequant_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
             Vec::new()
         }
     };
-    let nodes = validate::formula(&f, &mut errors);
+    let forms = validate::formula(&f, validate::src_kinds(&combos), &mut errors);
     match errors.into_result(()) {
-        Ok(()) => expand(&f, &combos, &nodes),
+        Ok(()) => expand(&f, &combos, &forms),
         Err(e) => {
             let err = e.to_compile_error();
             let placeholder = kernel_static(&f, quote!(&[]), quote!(&[]));
@@ -41,34 +41,86 @@ fn private() -> TokenStream {
     P.parse().expect("path parses")
 }
 
-fn expand(f: &KernelFn, combos: &[Combo], nodes: &[Node]) -> TokenStream {
+fn expand(f: &KernelFn, combos: &[Combo], forms: &Forms) -> TokenStream {
     let p = private();
-    let ir_nodes: Vec<TokenStream> = nodes.iter().map(ir_node).collect();
-    let eval = eval_body(nodes);
+    let irs = |n: &Option<Vec<Node>>| {
+        n.as_ref()
+            .map(|n| n.iter().map(ir_node).collect::<Vec<_>>())
+    };
+    let (int_ir, float_ir) = (irs(&forms.int), irs(&forms.float));
     let entries = combos.iter().map(|c| {
-        let (s, z, d) = (marker(Some(c.src)), marker(c.zps), marker(Some(c.dst)));
-        quote!(#p::Entry::new::<#p::dtypes::#s, #p::dtypes::#z, #p::dtypes::#d, __Formula>())
+        let (s, z) = (marker(Some(c.src)), marker(c.zps));
+        let d = marker(Some(c.dst));
+        let d = if c.scales == c.dst {
+            quote!(#p::dtypes::#d)
+        } else {
+            quote!(#p::dtypes::E8<#p::dtypes::#d>)
+        };
+        quote!(#p::Entry::new::<#p::dtypes::#s, #p::dtypes::#z, #d, __Formula>())
     });
+    let eval = match &forms.int {
+        Some(nodes) => eval_body(nodes),
+        None => quote!(unreachable!("generated for float src only")),
+    };
+    let float_items = forms.float.as_ref().map(|nodes| {
+        let body = eval_body(nodes);
+        quote! {
+            const FLOAT_SRC: bool = true;
+            #[inline(always)]
+            #[allow(unused_variables)]
+            fn eval_float<L: #p::Lanes>(l: L, q: L::Float, s: L::Float) -> L::Float {
+                #body
+            }
+        }
+    });
+    let quiet = [&int_ir, &float_ir]
+        .into_iter()
+        .flatten()
+        .map(|ir| quote!(#p::may_pass_signaling(&[#(#ir),*])));
     let formula = quote! {
         struct __Formula;
         impl #p::Formula for __Formula {
-            const QUIET: bool = #p::may_pass_signaling(&[#(#ir_nodes),*]);
+            const QUIET: bool = false #(|| #quiet)*;
             #[inline(always)]
             #[allow(unused_variables)]
             fn eval<L: #p::Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float {
                 #eval
             }
+            #float_items
         }
     };
-    kernel_static(
+    let first = int_ir
+        .as_ref()
+        .or(float_ir.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    let name = f.ident.to_string();
+    let with_float = match (&int_ir, &float_ir) {
+        (Some(_), Some(ir)) => {
+            quote!(.with_float_ir(&#p::FormulaIr { name: #name, nodes: &[#(#ir),*] }))
+        }
+        _ => quote!(),
+    };
+    kernel_static_with(
         f,
-        quote!(&[#(#ir_nodes),*]),
+        quote!(&[#(#first),*]),
         quote!({ #formula &[#(#entries),*] }),
+        with_float,
     )
 }
 
 /// `static NAME: GeneratedKernel = ...;` with the user's docs and visibility.
 fn kernel_static(f: &KernelFn, nodes: TokenStream, table: TokenStream) -> TokenStream {
+    kernel_static_with(f, nodes, table, quote!())
+}
+
+/// [`kernel_static`], the constructor followed by `with` (a float-src form).
+fn kernel_static_with(
+    f: &KernelFn,
+    nodes: TokenStream,
+    table: TokenStream,
+    with: TokenStream,
+) -> TokenStream {
     let p = private();
     let (attrs, vis, ident) = (&f.attrs, &f.vis, &f.ident);
     let name = ident.to_string();
@@ -78,16 +130,16 @@ fn kernel_static(f: &KernelFn, nodes: TokenStream, table: TokenStream) -> TokenS
         #vis static #ident: #p::GeneratedKernel = #p::GeneratedKernel::new(
             &#p::FormulaIr { name: #name, nodes: #nodes },
             #table,
-        );
+        )#with;
     }
 }
 
 /// The marker type of a dtype (`None`: no zero points).
 fn marker(dtype: Option<DType>) -> Ident {
+    // The markers are named as the dtype's variant (`S4`, `BF16`, `F8E4M3`).
     let m = match dtype {
         None => "NoZp".to_string(),
-        Some(DType::BF16) => "BF16".to_string(),
-        Some(d) => d.name().to_uppercase(),
+        Some(d) => format!("{d:?}"),
     };
     Ident::new(&m, Span::call_site())
 }

@@ -22,12 +22,18 @@ fn allowed_in(key: &str) -> Vec<&'static str> {
         "zps" => keys.iter().any(|k| k.1 == Some(d)),
         _ => keys.iter().any(|k| k.2 == d),
     };
+    if key == "scales" {
+        return vec![DST, DType::E8M0.name()];
+    }
     let names = DType::ALL.into_iter().filter(|&d| used(d)).map(DType::name);
     match key {
         "zps" => std::iter::once(NONE).chain(names).collect(),
         _ => names.collect(),
     }
 }
+
+/// `dst`, the scales spelling of "the dst dtype".
+const DST: &str = "dst";
 
 /// The rule table in words, for "no op allows" errors.
 fn rules_text() -> String {
@@ -44,13 +50,19 @@ fn rules_text() -> String {
     .map(|(name, r)| {
         let src = slashed(r.src.list());
         let dst = slashed(r.dst.list());
-        match r.zps {
+        let scales = if r.e8m0_scales {
+            ", scales dst/e8m0"
+        } else {
+            ""
+        };
+        let rule = match r.zps {
             Zps::Held(z) | Zps::OneOf(z) => format!(
-                "{name}: src {src}, zps {NONE}/{}, dst {dst}",
+                "{name}: src {src}, zps {NONE}/{} ({NONE} for float src), dst {dst}",
                 slashed(z.list())
             ),
             Zps::SrcDType => format!("{name}: src {src} with zps of the src dtype, dst {dst}"),
-        }
+        };
+        format!("{rule}{scales}")
     })
     .collect::<Vec<_>>()
     .join("; ")
@@ -78,12 +90,14 @@ impl Errors {
     }
 }
 
-/// One (src, zps, dst) combination (`zps` `None`: the DSL's `none`).
+/// One (src, zps, dst, scales) combination (`zps` `None`: the DSL's `none`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Combo {
     pub src: DType,
     pub zps: Option<DType>,
     pub dst: DType,
+    /// The scales dtype: the dst dtype, or e8m0.
+    pub scales: DType,
 }
 
 /// The dtype a DSL name spells (`none` is `Ok(None)`), `Err` for an unknown name.
@@ -108,11 +122,11 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
         for l in &set.lists {
             let key = l.key.to_string();
             let ok = match key.as_str() {
-                "src" | "zps" | "dst" => allowed_in(&key),
+                "src" | "zps" | "dst" | "scales" => allowed_in(&key),
                 _ => {
                     errors.at(
                         &l.key,
-                        format!("unknown key `{key}`; expected `src`, `zps` or `dst`"),
+                        format!("unknown key `{key}`; expected `src`, `zps`, `dst` or `scales`"),
                     );
                     continue;
                 }
@@ -127,7 +141,8 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
             let mut names: Vec<Ident> = Vec::new();
             for n in &l.names {
                 let name = n.to_string();
-                if parse_name(&name).is_err() {
+                let known = parse_name(&name).is_ok() || (key == "scales" && name == DST);
+                if !known {
                     let all: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
                     errors.at(
                         n,
@@ -163,30 +178,51 @@ pub fn combos(attr: &Attr, errors: &mut Errors) -> Vec<Combo> {
         if missing || set.lists.is_empty() {
             continue;
         }
+        let dst_scales = [Ident::new(DST, Span::call_site())];
+        let scales = lists.get("scales").map_or(&dst_scales[..], |v| &v[..]);
         for s in &lists["src"] {
             for z in &lists["zps"] {
                 for d in &lists["dst"] {
-                    let dtype = |n: &Ident| parse_name(&n.to_string()).ok().flatten();
-                    let (Some(src), zps, Some(dst)) = (dtype(s), dtype(z), dtype(d)) else {
-                        continue; // the lists hold checked names only
-                    };
-                    let c = Combo { src, zps, dst };
-                    let what = format!("src = {s}, zps = {z}, dst = {d}");
-                    if !rules::allows((src, zps, dst)) {
-                        errors.at(
-                            s,
-                            format!("no op allows the combination {what} ({})", rules_text()),
-                        );
-                    } else if out.iter().any(|(o, _)| *o == c) {
-                        errors.at(s, format!("duplicate combination {what} (already listed)"));
-                    } else {
-                        out.push((c, s.clone()));
+                    for sc in scales {
+                        let dtype = |n: &Ident| parse_name(&n.to_string()).ok().flatten();
+                        let (Some(src), zps, Some(dst)) = (dtype(s), dtype(z), dtype(d)) else {
+                            continue; // the lists hold checked names only
+                        };
+                        let scales = dtype(sc).unwrap_or(dst);
+                        let c = Combo {
+                            src,
+                            zps,
+                            dst,
+                            scales,
+                        };
+                        let mut what = format!("src = {s}, zps = {z}, dst = {d}");
+                        if scales != dst {
+                            what += &format!(", scales = {sc}");
+                        }
+                        if !rules::allows_scales((src, zps, dst), scales) {
+                            errors.at(
+                                s,
+                                format!("no op allows the combination {what} ({})", rules_text()),
+                            );
+                        } else if out.iter().any(|(o, _)| *o == c) {
+                            errors.at(s, format!("duplicate combination {what} (already listed)"));
+                        } else {
+                            out.push((c, s.clone()));
+                        }
                     }
                 }
             }
         }
     }
     out.into_iter().map(|(c, _)| c).collect()
+}
+
+/// Which kinds of src (integer, float) the combinations hold.
+pub fn src_kinds(combos: &[Combo]) -> (bool, bool) {
+    (
+        combos.iter().any(|c| !c.src.is_float_src()),
+        combos.iter().any(|c| c.src.is_float_src()),
+    )
 }
 
 /// A formula node (mirrors `dq::formula::Node`).
@@ -221,11 +257,25 @@ struct Lower<'e> {
     names: HashMap<String, (usize, Ty)>,
     params: [String; 3],
     leaves: [Option<usize>; 3],
+    /// `q` is a float src's value (and `z` is 0).
+    float_q: bool,
     errors: &'e mut Errors,
 }
 
-/// Checks the function and lowers its body; the last node is the (float) result.
-pub fn formula(f: &KernelFn, errors: &mut Errors) -> Vec<Node> {
+/// The formula lowered for integer src and for float src (SPEC 10), each where
+/// the dtype sets need it.
+#[derive(Default)]
+pub struct Forms {
+    pub int: Option<Vec<Node>>,
+    pub float: Option<Vec<Node>>,
+}
+
+/// Checks the function and lowers its body for the kinds of src the dtype sets
+/// hold (`kinds`: integer, float); the last node is the (float) result.
+///
+/// `q: int` takes integer src, `q: float` float src, `q: _` either (the body
+/// is lowered once per kind).
+pub fn formula(f: &KernelFn, kinds: (bool, bool), errors: &mut Errors) -> Forms {
     if f.params.len() != 3 {
         errors.push(syn::Error::new(
             f.paren.span.join(),
@@ -234,68 +284,125 @@ pub fn formula(f: &KernelFn, errors: &mut Errors) -> Vec<Node> {
                 f.params.len()
             ),
         ));
-        return Vec::new();
+        return Forms::default();
     }
     let params = [0, 1, 2].map(|i| f.params[i].ident.to_string());
+    let mut q_ty = None;
     for (i, p) in f.params.iter().enumerate() {
         if params[..i].contains(&params[i]) {
             errors.at(&p.ident, format!("duplicate parameter `{}`", params[i]));
         }
-        let kind = if i == 2 { "float" } else { "int" };
+        let kinds: &[&str] = match i {
+            0 => &["int", "float"],
+            1 => &["int"],
+            _ => &["float"],
+        };
         let ok = match &p.ty {
             Some(syn::Type::Infer(_)) | None => true,
-            Some(syn::Type::Path(t)) => t.path.is_ident(kind),
+            Some(syn::Type::Path(t)) => match kinds.iter().find(|k| t.path.is_ident(k)) {
+                Some(k) => {
+                    if i == 0 {
+                        q_ty = Some(*k);
+                    }
+                    true
+                }
+                None => false,
+            },
             Some(_) => false,
         };
         if !ok {
+            let want = if i == 0 {
+                format!(
+                    "`{}: int` (integer src) or `{}: float` (float src)",
+                    params[0], params[0]
+                )
+            } else {
+                format!("`{}: {}`", params[i], kinds[0])
+            };
             errors.at(
                 &p.ty,
-                format!(
-                    "the DSL fixes parameter types: write `{}: {kind}` (or `_`)",
-                    params[i]
-                ),
+                format!("the DSL fixes parameter types: write {want} (or `_`)"),
             );
         }
     }
-    let mut l = Lower {
-        nodes: Vec::new(),
-        names: HashMap::new(),
-        params,
-        leaves: [None; 3],
-        errors,
-    };
-    let stmts = &f.body.stmts;
-    let Some((last, lets)) = stmts.split_last() else {
-        l.errors.at(
-            &f.body,
-            "the body is empty; it must end with the formula's result",
-        );
-        return Vec::new();
-    };
-    for st in lets {
-        l.stmt(st);
+    let (ints, floats) = kinds;
+    match q_ty {
+        Some("int") if floats => errors.at(
+            &f.params[0].ty,
+            format!(
+                "the dtype sets list a float src (f8_e4m3, f8_e5m2, f4_e2m1), whose value is a float: write `{}: float` (float src only) or `{}: _`",
+                params[0], params[0]
+            ),
+        ),
+        Some("float") if ints => errors.at(
+            &f.params[0].ty,
+            format!(
+                "`{}: float` is a float src's value, but the dtype sets list an integer src: write `{}: _` to take both",
+                params[0], params[0]
+            ),
+        ),
+        _ => {}
     }
-    let result = match last {
-        Stmt::Expr(e, None) => e,
-        other => {
-            l.errors.at(
-                other,
-                "the body must end with an expression (the result), not a statement",
-            );
-            return Vec::new();
+    let mut forms = Forms::default();
+    let lower = |float_q: bool, errors: &mut Errors| {
+        let mut l = Lower {
+            nodes: Vec::new(),
+            names: HashMap::new(),
+            params: params.clone(),
+            leaves: [None; 3],
+            float_q,
+            errors,
+        };
+        l.body(f)
+    };
+    if ints || !floats {
+        forms.int = lower(false, errors);
+    }
+    if floats {
+        // The second pass's errors repeat the first's, unless the first had none.
+        let mut second = Errors::default();
+        forms.float = lower(true, &mut second);
+        if errors.0.is_none() {
+            *errors = second;
         }
-    };
-    let (_, ty) = l.expr(result);
-    if ty == Ty::Int {
-        l.errors.at(
-            result,
-            "integer-only formula: the result needs a float step, e.g. a multiply by the scale: `(q - z) * s`",
-        );
     }
-    l.nodes
+    forms
 }
 
 impl Lower<'_> {
+    /// Lowers the body; `None` when it has no result expression.
+    fn body(&mut self, f: &KernelFn) -> Option<Vec<Node>> {
+        let stmts = &f.body.stmts;
+        let Some((last, lets)) = stmts.split_last() else {
+            self.errors.at(
+                &f.body,
+                "the body is empty; it must end with the formula's result",
+            );
+            return None;
+        };
+        for st in lets {
+            self.stmt(st);
+        }
+        let result = match last {
+            Stmt::Expr(e, None) => e,
+            other => {
+                self.errors.at(
+                    other,
+                    "the body must end with an expression (the result), not a statement",
+                );
+                return None;
+            }
+        };
+        let (_, ty) = self.expr(result);
+        if ty == Ty::Int {
+            self.errors.at(
+                result,
+                "integer-only formula: the result needs a float step, e.g. a multiply by the scale: `(q - z) * s`",
+            );
+        }
+        Some(std::mem::take(&mut self.nodes))
+    }
+
     fn push(&mut self, n: Node) -> usize {
         self.nodes.push(n);
         self.nodes.len() - 1
@@ -339,15 +446,21 @@ impl Lower<'_> {
             return Some(v);
         }
         let i = self.params.iter().position(|p| *p == s)?;
+        // With a float src, `q` is its value and `z` the float 0 (no zero points).
+        let leaf = match i {
+            1 if self.float_q => Node::Lit(0.0),
+            _ => [Node::Q, Node::Z, Node::S][i],
+        };
         let node = match self.leaves[i] {
             Some(n) => n,
             None => {
-                let n = self.push([Node::Q, Node::Z, Node::S][i]);
+                let n = self.push(leaf);
                 self.leaves[i] = Some(n);
                 n
             }
         };
-        Some((node, if i == 2 { Ty::Float } else { Ty::Int }))
+        let float = i == 2 || (self.float_q && i < 2);
+        Some((node, if float { Ty::Float } else { Ty::Int }))
     }
 
     /// The integer leaf (`q` or `z`) an expression is, if it is one.
@@ -360,6 +473,18 @@ impl Lower<'_> {
                 (ty == Ty::Int && matches!(self.nodes[n], Node::Q | Node::Z)).then_some(n)
             }
             _ => None,
+        }
+    }
+
+    /// True when `e` is the zero-point parameter (not a binding of that name).
+    fn is_z(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Paren(p) => self.is_z(&p.expr),
+            Expr::Path(p) => p.path.get_ident().is_some_and(|id| {
+                let s = id.to_string();
+                s == self.params[1] && !self.names.contains_key(&s)
+            }),
+            _ => false,
         }
     }
 
@@ -420,6 +545,13 @@ impl Lower<'_> {
 
     fn binary(&mut self, b: &syn::ExprBinary) -> (usize, Ty) {
         if let BinOp::Sub(_) = b.op
+            && self.float_q
+            && self.is_z(&b.right)
+        {
+            // `x - z` with z = 0 is x (exact for a float src's values).
+            return (self.float(&b.left), Ty::Float);
+        }
+        if let BinOp::Sub(_) = b.op
             && let (Some(x), Some(y)) = (self.int_leaf(&b.left), self.int_leaf(&b.right))
         {
             return (self.push(Node::IntSub(x, y)), Ty::Int);
@@ -479,15 +611,22 @@ mod tests {
     fn rules_in_words() {
         assert_eq!(
             rules_text(),
-            "dynamic: src s8/u8/s4/u4, zps none/s4/u4/s8/u8/s32, dst f32/f16/bf16; \
-             static: src s8/u8, zps none/s32/s64, dst f32; \
+            "dynamic: src s8/u8/s4/u4/f8_e4m3/f8_e5m2/f4_e2m1, zps none/s4/u4/s8/u8/s32 \
+             (none for float src), dst f32/f16/bf16, scales dst/e8m0; \
+             static: src s8/u8/f8_e4m3/f8_e5m2, zps none/s32/s64 (none for float src), dst f32; \
              axes: src s8/u8/s32 with zps of the src dtype, dst f16/bf16/f32/f64"
         );
     }
 
     #[test]
     fn names_per_key() {
-        assert_eq!(allowed_in("src"), ["s4", "u4", "s8", "u8", "s32"]);
+        assert_eq!(
+            allowed_in("src"),
+            [
+                "s4", "u4", "s8", "u8", "s32", "f8_e4m3", "f8_e5m2", "f4_e2m1"
+            ]
+        );
+        assert_eq!(allowed_in("scales"), ["dst", "e8m0"]);
         assert_eq!(
             allowed_in("zps"),
             ["none", "s4", "u4", "s8", "u8", "s32", "s64"]

@@ -4,6 +4,7 @@ use core::fmt;
 use core::str::FromStr;
 
 use crate::error::Error;
+use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 
 /// An element type of a tensor, scale or zero point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -28,11 +29,19 @@ pub enum DType {
     F32,
     /// IEEE 754 binary64.
     F64,
+    /// OCP float8 e4m3fn (SPEC 10): bias 7, no infinities, NaN `0x7f`/`0xff`.
+    F8E4M3,
+    /// OCP float8 e5m2 (SPEC 10): bias 15, IEEE-like with infinities and NaNs.
+    F8E5M2,
+    /// OCP MX fp4 e2m1 (SPEC 10): ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, packed two per byte.
+    F4E2M1,
+    /// OCP MX scale e8m0 (SPEC 10): `2^(e - 127)`, `0xff` NaN.
+    E8M0,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 14] = [
         DType::S4,
         DType::U4,
         DType::S8,
@@ -43,6 +52,10 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::F8E4M3,
+        DType::F8E5M2,
+        DType::F4E2M1,
+        DType::E8M0,
     ];
 
     /// The name used by the spec, the CLI and error messages (`s4`, `bf16`, ...).
@@ -58,33 +71,57 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::F8E4M3 => "f8_e4m3",
+            DType::F8E5M2 => "f8_e5m2",
+            DType::F4E2M1 => "f4_e2m1",
+            DType::E8M0 => "e8m0",
         }
     }
 
     /// Storage width of one element in bits.
     pub const fn bits(self) -> usize {
         match self {
-            DType::S4 | DType::U4 => 4,
-            DType::S8 | DType::U8 => 8,
+            DType::S4 | DType::U4 | DType::F4E2M1 => 4,
+            DType::S8 | DType::U8 | DType::F8E4M3 | DType::F8E5M2 | DType::E8M0 => 8,
             DType::F16 | DType::BF16 => 16,
             DType::S32 | DType::F32 => 32,
             DType::S64 | DType::F64 => 64,
         }
     }
 
-    /// True for the packed 4-bit types.
+    /// True for the packed 4-bit types (s4, u4 and f4_e2m1).
     pub const fn is_4bit(self) -> bool {
-        matches!(self, DType::S4 | DType::U4)
+        matches!(self, DType::S4 | DType::U4 | DType::F4E2M1)
     }
 
     /// True for the integer types.
     pub const fn is_int(self) -> bool {
-        !self.is_float()
+        matches!(
+            self,
+            DType::S4 | DType::U4 | DType::S8 | DType::U8 | DType::S32 | DType::S64
+        )
     }
 
-    /// True for the floating-point types.
+    /// True for the IEEE floating-point types (scales and dst: f16, bf16, f32, f64).
     pub const fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// True for the float src types of SPEC 10 (f8_e4m3, f8_e5m2, f4_e2m1).
+    pub const fn is_float_src(self) -> bool {
+        matches!(self, DType::F8E4M3 | DType::F8E5M2 | DType::F4E2M1)
+    }
+
+    /// The f32 value of every code of a float src type or e8m0 (`None` for the
+    /// others): 256 entries (f4_e2m1: the first 16 are its nibbles, the rest 0).
+    pub const fn decode_table(self) -> Option<&'static [f32; 256]> {
+        match self {
+            DType::F8E4M3 => Some(&F8_E4M3_TABLE),
+            DType::F8E5M2 => Some(&F8_E5M2_TABLE),
+            DType::F4E2M1 => Some(&F4_E2M1_TABLE),
+            DType::E8M0 => Some(&E8M0_TABLE),
+            _ => None,
+        }
     }
 
     /// Bytes needed to store `n` elements (4-bit: `ceil(n / 2)`), `None` on overflow.
@@ -188,17 +225,37 @@ pub fn load_float(dtype: DType, buf: &[u8], o: usize) -> f64 {
     }
 }
 
-/// Reads float element `o` of an f16/bf16/f32 buffer as the exact `f32`.
+/// Reads float element `o` of an f16/bf16/f32 buffer, or of a float src or e8m0
+/// buffer ([`load_code_f32`]), as the exact `f32`.
 ///
 /// # Panics
-/// If `dtype` is not f16, bf16 or f32, or the element is outside `buf`.
+/// If `dtype` is an integer type or f64, or the element is outside `buf`.
 #[inline]
 pub fn load_f32(dtype: DType, buf: &[u8], o: usize) -> f32 {
     match dtype {
         DType::F16 => half::f16::from_bits(u16::from_le_bytes(le_array(buf, o))).to_f32(),
         DType::BF16 => half::bf16::from_bits(u16::from_le_bytes(le_array(buf, o))).to_f32(),
         DType::F32 => f32::from_le_bytes(le_array(buf, o)),
+        DType::F8E4M3 | DType::F8E5M2 | DType::F4E2M1 | DType::E8M0 => load_code_f32(dtype, buf, o),
         _ => panic!("load_f32 on dtype {dtype}"),
+    }
+}
+
+/// Reads element `o` of a float src (f8_e4m3, f8_e5m2, f4_e2m1: nibble offset)
+/// or e8m0 buffer as its exact `f32` (NaN codes: [`crate::minifloat::NAN_BITS`]).
+///
+/// # Panics
+/// If `dtype` is none of those, or the element is outside `buf`.
+#[inline]
+pub fn load_code_f32(dtype: DType, buf: &[u8], o: usize) -> f32 {
+    let code = if dtype.is_4bit() {
+        nibble(buf, o)
+    } else {
+        buf[o]
+    };
+    match dtype.decode_table() {
+        Some(t) => t[code as usize],
+        None => panic!("load_code_f32 on dtype {dtype}"),
     }
 }
 
@@ -242,5 +299,8 @@ mod tests {
         assert_eq!(DType::S4.bytes_for(0), Some(0));
         assert_eq!(DType::BF16.bytes_for(3), Some(6));
         assert_eq!(DType::F64.bytes_for(usize::MAX), None);
+        assert_eq!(DType::F4E2M1.bytes_for(7), Some(4));
+        assert_eq!(DType::F8E4M3.bytes_for(7), Some(7));
+        assert_eq!(DType::E8M0.bytes_for(3), Some(3));
     }
 }

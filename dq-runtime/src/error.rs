@@ -33,7 +33,9 @@ impl core::fmt::Display for Role {
 pub enum Error {
     // --- dtypes -------------------------------------------------------------
     /// A dtype name that SPEC section 1 does not define.
-    #[error("unknown dtype `{got}` (expected one of s4, u4, s8, u8, s32, f16, bf16, f32, f64)")]
+    #[error(
+        "unknown dtype `{got}` (expected one of s4, u4, s8, u8, s32, f16, bf16, f32, f64, f8_e4m3, f8_e5m2, f4_e2m1, e8m0)"
+    )]
     UnknownDType {
         /// The name given.
         got: String,
@@ -65,6 +67,28 @@ pub enum Error {
         expected: DType,
         /// The scales dtype given.
         got: DType,
+    },
+    /// DynamicDequantize scales of neither the dst dtype nor e8m0.
+    #[error("scales dtype {got} is neither the dst dtype {dst} nor e8m0")]
+    ScalesNotDstOrE8m0 {
+        /// The dst dtype.
+        dst: DType,
+        /// The scales dtype given.
+        got: DType,
+    },
+    /// e8m0 scales on an op that takes them in the dst dtype only (SPEC 10).
+    #[error("{op}: e8m0 scales are only allowed for DynamicDequantize")]
+    E8m0Scales {
+        /// The operation.
+        op: OpKind,
+    },
+    /// Zero points with a float src (SPEC 10: float src takes none).
+    #[error("{op}: src dtype {src} is a float type and takes no zero points")]
+    FloatSrcZps {
+        /// The operation.
+        op: OpKind,
+        /// The src dtype.
+        src: DType,
     },
     /// The zero-point dtype is not accepted by the op.
     #[error("{op}: zps dtype {got} is not allowed (expected {expected})")]

@@ -3,7 +3,10 @@
 //!
 //! Typing (fixed, and the one `#[dequant_kernel]` documents):
 //! - `q` (src value) and `z` (zero point, 0 when absent) are integers; `q - z` and
-//!   `z - q` are exact integer differences ([`Node::IntSub`]).
+//!   `z - q` are exact integer differences ([`Node::IntSub`]). With a float src
+//!   (SPEC 10: f8_e4m3, f8_e5m2, f4_e2m1) `q` is instead its exact value as a
+//!   float, and `z` is 0 (float src takes no zero points): a formula reads `q` as
+//!   one kind or the other ([`FormulaIr::q_kind`]).
 //! - An integer meeting a float operation is first rounded to the working float type,
 //!   nearest-even ([`Node::Float`]).
 //! - Float operations work in f32 (f64 for f64 dst) with IEEE semantics, no fusion.
@@ -64,6 +67,24 @@ pub const STANDARD: FormulaIr = FormulaIr {
     ],
 };
 
+/// The spec's formula for a float src, `q * s` (SPEC 10): what `(q - z) * s`
+/// is when `q` is a float and `z` is 0 (`x - 0` is `x` for every decoded value).
+pub const STANDARD_FLOAT: FormulaIr = FormulaIr {
+    name: "dequantize",
+    nodes: &[Node::Q, Node::S, Node::Mul(0, 1)],
+};
+
+/// How a formula reads the src value `q`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QKind {
+    /// As an integer (integer src).
+    Int,
+    /// As a float (float src).
+    Float,
+    /// Not at all (any src).
+    Unused,
+}
+
 /// True when the result of `nodes` can be a signalling NaN passed through from a
 /// scale or literal unchanged (by `-`, `abs`, `min`, `max`). Float arithmetic
 /// (`+ - *`) never returns a signalling NaN, so other formulas need no quieting
@@ -107,6 +128,63 @@ impl FormulaIr {
         FormulaFacts {
             may_pass_signaling: may_pass_signaling(self.nodes),
             nan_literal,
+        }
+    }
+}
+
+impl FormulaIr {
+    /// How the formula reads `q`: as an integer operand (of [`Node::IntSub`] or
+    /// [`Node::Float`]), as a float one, or not at all. A formula that reads it
+    /// both ways is malformed; this reports the first use.
+    pub const fn q_kind(&self) -> QKind {
+        let n = self.nodes;
+        let mut q = u16::MAX;
+        let mut i = 0;
+        while i < n.len() {
+            let (a, b) = match n[i] {
+                Node::Q => {
+                    q = i as u16;
+                    (u16::MAX, u16::MAX)
+                }
+                Node::IntSub(a, b) if a == q || b == q => return QKind::Int,
+                Node::Float(a) if a == q => return QKind::Int,
+                Node::IntSub(..) | Node::Float(_) => (u16::MAX, u16::MAX),
+                Node::Neg(a) | Node::Abs(a) => (a, u16::MAX),
+                Node::Add(a, b)
+                | Node::Sub(a, b)
+                | Node::Mul(a, b)
+                | Node::Min(a, b)
+                | Node::Max(a, b) => (a, b),
+                Node::Z | Node::S | Node::Lit(_) => (u16::MAX, u16::MAX),
+            };
+            if q != u16::MAX && (a == q || b == q) {
+                return QKind::Float;
+            }
+            i += 1;
+        }
+        QKind::Unused
+    }
+
+    /// True when the formula can run on a src of dtype `src`: its `q` is read as
+    /// that kind of value, or not at all.
+    pub const fn accepts_src(&self, src: crate::DType) -> bool {
+        match self.q_kind() {
+            QKind::Unused => true,
+            QKind::Int => !src.is_float_src(),
+            QKind::Float => src.is_float_src(),
+        }
+    }
+
+    /// The formula to run for a src of dtype `src`: this one when it
+    /// [accepts](Self::accepts_src) it, [`STANDARD_FLOAT`] for [`STANDARD`] and
+    /// a float src, else `None`.
+    pub fn for_src(&'static self, src: crate::DType) -> Option<&'static FormulaIr> {
+        if self.accepts_src(src) {
+            Some(self)
+        } else if src.is_float_src() && self.nodes == STANDARD.nodes {
+            Some(&STANDARD_FLOAT)
+        } else {
+            None
         }
     }
 }
@@ -226,6 +304,22 @@ impl FormulaIr {
             // The same steps as interpreting STANDARD, without the interpreter.
             return F::from_int(q as i128 - z as i128).mul(s);
         }
+        self.eval_val(Val::Int(q as i128), z, s)
+    }
+
+    /// Evaluates the formula for one element of a float src, `x` its exact value
+    /// (`z` is 0: float src takes no zero points).
+    ///
+    /// # Panics
+    /// As [`eval`](Self::eval); also when the formula reads `q` as an integer.
+    pub fn eval_float<F: WorkFloat>(&self, x: F, s: F) -> F {
+        if self.nodes == STANDARD_FLOAT.nodes {
+            return x.mul(s);
+        }
+        self.eval_val(Val::Float(x), 0, s)
+    }
+
+    fn eval_val<F: WorkFloat>(&self, q: Val<F>, z: i64, s: F) -> F {
         if self.nodes.len() <= STACK_NODES {
             self.eval_in(&mut [Val::Int(0); STACK_NODES], q, z, s)
         } else {
@@ -233,7 +327,7 @@ impl FormulaIr {
         }
     }
 
-    fn eval_in<F: WorkFloat>(&self, vals: &mut [Val<F>], q: i64, z: i64, s: F) -> F {
+    fn eval_in<F: WorkFloat>(&self, vals: &mut [Val<F>], q: Val<F>, z: i64, s: F) -> F {
         let int = |v: &[Val<F>], i: u16| match v[i as usize] {
             Val::Int(x) => x,
             Val::Float(_) => panic!("formula IR: node {i} is not an integer"),
@@ -245,7 +339,7 @@ impl FormulaIr {
         for (k, node) in self.nodes.iter().enumerate() {
             let done = &vals[..k];
             vals[k] = match *node {
-                Node::Q => Val::Int(q as i128),
+                Node::Q => q,
                 Node::Z => Val::Int(z as i128),
                 Node::S => Val::Float(s),
                 Node::IntSub(a, b) => Val::Int(int(done, a) - int(done, b)),
@@ -278,6 +372,33 @@ mod tests {
         let y = STANDARD.eval(127, i32::MIN as i64, 1.0f32);
         assert_eq!(y, (127i64 - i32::MIN as i64) as f32);
         assert!(STANDARD.eval(3, 3, -1.0f32).is_sign_negative());
+    }
+
+    #[test]
+    fn q_kinds_and_float_forms() {
+        use crate::DType;
+        assert_eq!(STANDARD.q_kind(), QKind::Int);
+        assert_eq!(STANDARD_FLOAT.q_kind(), QKind::Float);
+        static NEG: [Node; 4] = [Node::Q, Node::Neg(0), Node::S, Node::Mul(1, 2)];
+        let neg = FormulaIr {
+            name: "neg",
+            nodes: &NEG,
+        };
+        assert_eq!(neg.q_kind(), QKind::Float);
+        static NO_Q: [Node; 1] = [Node::S];
+        let no_q = FormulaIr {
+            name: "s",
+            nodes: &NO_Q,
+        };
+        assert_eq!(no_q.q_kind(), QKind::Unused);
+        assert!(no_q.accepts_src(DType::F8E4M3) && no_q.accepts_src(DType::U4));
+        assert_eq!(STANDARD.for_src(DType::F4E2M1), Some(&STANDARD_FLOAT));
+        assert_eq!(STANDARD.for_src(DType::S8), Some(&STANDARD));
+        assert_eq!(STANDARD_FLOAT.for_src(DType::S8), None);
+        let x = f32::from_bits(0x0000_0001);
+        assert_eq!(STANDARD_FLOAT.eval_float(x, 2.0f32), x * 2.0);
+        assert_eq!(neg.eval_float(1.5f32, 2.0), -3.0);
+        assert!(neg.eval_float(-0.0f32, 1.0).is_sign_positive());
     }
 
     #[test]

@@ -41,8 +41,10 @@ pub struct Lowering {
     pub src: DType,
     /// Zero-point dtype, `None` when symmetric.
     pub zps: Option<DType>,
-    /// Dst dtype (also the scales dtype).
+    /// Dst dtype.
     pub dst: DType,
+    /// Scales dtype: the dst dtype, or e8m0 (SPEC 10).
+    pub scales: DType,
     /// One zero point for every element.
     pub zps_broadcast: bool,
     /// The collapsed loop nest, outermost first; empty when there are no elements.
@@ -67,6 +69,7 @@ impl Lowering {
     /// elements walked as `walk`.
     pub(crate) fn new(
         (src, zps, dst): (DType, Option<DType>, DType),
+        scales: DType,
         zps_broadcast: bool,
         numel: usize,
         walk: &Walk<'_>,
@@ -80,6 +83,7 @@ impl Lowering {
             src,
             zps,
             dst,
+            scales,
             zps_broadcast,
             dst_dense: is_dense(&loops),
             loops,
@@ -95,6 +99,11 @@ impl Lowering {
     /// True when there are no elements (and no loops).
     pub fn is_empty(&self) -> bool {
         self.numel == 0
+    }
+
+    /// Bytes per scale.
+    pub fn scale_bytes(&self) -> usize {
+        self.scales.bits() / 8
     }
 
     /// Bytes per dst element.

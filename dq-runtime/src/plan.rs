@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result, Role};
 use crate::lowering::{Loop, Lowering, Walk};
 use crate::op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
-use crate::rules::{self, AXES, DYNAMIC, STATIC};
+use crate::rules::{AXES, DYNAMIC, STATIC};
 use crate::tensor::TensorDesc;
 
 /// Static op parameters owned by the plan (they are attributes, not tensors).
@@ -87,7 +87,10 @@ impl Plan {
         let op = OpKind::Dequantize;
         STATIC.check_src(src.dtype)?;
         STATIC.check_dst(dst.dtype)?;
-        if scales.is_some() {
+        if let Some(s) = scales {
+            if s.dtype == DType::E8M0 {
+                return Err(Error::E8m0Scales { op });
+            }
             return Err(not_allowed(op, "scales input", None));
         }
         if zps.is_some() {
@@ -114,6 +117,7 @@ impl Plan {
                 got: o.scales.len(),
             });
         }
+        STATIC.check_float_src_zps(src.dtype, o.zps.is_some())?;
         let zps = match &o.zps {
             None => None,
             Some(z) if z.len() != expected => {
@@ -153,7 +157,7 @@ impl Plan {
             attr: "scales",
             qtype: None,
         })?;
-        check_scales_dtype(scales, dst.dtype)?;
+        DYNAMIC.check_scales(dst.dtype, scales.dtype)?;
         if let Some(z) = zps {
             DYNAMIC.check_zps(src.dtype, z.dtype)?;
         }
@@ -205,7 +209,7 @@ impl Plan {
             attr: "scales",
             qtype: None,
         })?;
-        check_scales_dtype(scales, dst.dtype)?;
+        AXES.check_scales(dst.dtype, scales.dtype)?;
         let zps = zps.ok_or(Error::MissingAttr {
             op,
             attr: "zps",
@@ -287,7 +291,7 @@ impl Partial {
             scale_shape: &scale_shape,
         };
         let dtypes = (src.dtype, self.zps.as_ref().map(|z| z.dtype), dst.dtype);
-        let lowering = Lowering::new(dtypes, self.zps_broadcast, numel, &walk);
+        let lowering = Lowering::new(dtypes, self.scales.dtype, self.zps_broadcast, numel, &walk);
         Ok(Plan {
             op,
             src: src.clone(),
@@ -369,18 +373,6 @@ impl Plan {
     /// The dtype triple that selects a kernel: (src, zps or `None`, dst).
     pub fn kernel_key(&self) -> (DType, Option<DType>, DType) {
         self.lowering.key()
-    }
-}
-
-fn check_scales_dtype(scales: &TensorDesc, dst: DType) -> Result<()> {
-    let expected = rules::scales_dtype(dst);
-    if scales.dtype == expected {
-        Ok(())
-    } else {
-        Err(Error::ScalesDType {
-            expected,
-            got: scales.dtype,
-        })
     }
 }
 

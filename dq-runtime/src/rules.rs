@@ -7,7 +7,7 @@
 //! ```
 //! use dq_runtime::rules::{self, DYNAMIC};
 //! use dq_runtime::{DType, OpKind};
-//! assert_eq!(DYNAMIC.src.text(), "s8, u8, s4, u4");
+//! assert_eq!(DYNAMIC.src.text(), "s8, u8, s4, u4, f8_e4m3, f8_e5m2, f4_e2m1");
 //! assert!(rules::rule(OpKind::Axes).allows(DType::S32, Some(DType::S32), DType::F64));
 //! assert!(!rules::allows((DType::S32, None, DType::F32)));
 //! ```
@@ -104,7 +104,8 @@ pub enum Zps {
     SrcDType,
 }
 
-/// The dtype rules of one op. Scales always have the dst dtype.
+/// The dtype rules of one op. Scales have the dst dtype, or e8m0 where the op
+/// allows it (SPEC 10); a float src takes no zero points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// The op.
@@ -113,24 +114,28 @@ pub struct Rule {
     pub src: DTypes,
     /// Allowed dst (and scales) dtypes.
     pub dst: DTypes,
-    /// Zero points.
+    /// Zero points (integer src only).
     pub zps: Zps,
+    /// Scales may be e8m0 instead of the dst dtype.
+    pub e8m0_scales: bool,
 }
 
 /// Static `Dequantize` (SPEC 4.1): scales and zero points are attributes.
 pub const STATIC: Rule = Rule {
     op: OpKind::Dequantize,
-    src: dtypes!(S8, U8),
+    src: dtypes!(S8, U8, F8E4M3, F8E5M2),
     dst: dtypes!(F32),
     zps: Zps::Held(dtypes!(S32, S64)),
+    e8m0_scales: false,
 };
 
 /// `DynamicDequantize` (SPEC 4.2).
 pub const DYNAMIC: Rule = Rule {
     op: OpKind::Dynamic,
-    src: dtypes!(S8, U8, S4, U4),
+    src: dtypes!(S8, U8, S4, U4, F8E4M3, F8E5M2, F4E2M1),
     dst: dtypes!(F32, F16, BF16),
     zps: Zps::OneOf(dtypes!(S4, U4, S8, U8, S32)),
+    e8m0_scales: true,
 };
 
 /// nGraph `Dequantize` with `axes` (SPEC 4.3).
@@ -139,6 +144,7 @@ pub const AXES: Rule = Rule {
     src: dtypes!(S8, U8, S32),
     dst: dtypes!(F16, BF16, F32, F64),
     zps: Zps::SrcDType,
+    e8m0_scales: false,
 };
 
 /// Every op's rules.
@@ -153,15 +159,28 @@ pub const fn rule(op: OpKind) -> &'static Rule {
     }
 }
 
-/// The scales dtype for dst dtype `dst` (every op: the same).
+/// The scales dtype for dst dtype `dst` (every op: the same; DynamicDequantize
+/// also takes e8m0, see [`Rule::e8m0_scales`]).
 pub const fn scales_dtype(dst: DType) -> DType {
     dst
+}
+
+/// The scales dtypes of an op for dst `dst`: the dst dtype, then e8m0 where allowed.
+pub fn scales_choices(rule: &Rule, dst: DType) -> Vec<DType> {
+    let mut v = vec![scales_dtype(dst)];
+    if rule.e8m0_scales {
+        v.push(DType::E8M0);
+    }
+    v
 }
 
 impl Rule {
     /// The zero-point choices with src `src`, `None` (symmetric) first where allowed:
     /// for the static op the dtypes the plan may hold its list in.
     pub fn zps_choices(&self, src: DType) -> Vec<Option<DType>> {
+        if src.is_float_src() {
+            return vec![None];
+        }
         match self.zps {
             Zps::Held(set) | Zps::OneOf(set) => {
                 let mut v = vec![None];
@@ -218,12 +237,51 @@ impl Rule {
         })
     }
 
+    /// True when this op can run with these dtypes and scales of dtype `scales`.
+    pub fn allows_scales(&self, (src, zps, dst): Key, scales: DType) -> bool {
+        self.allows(src, zps, dst) && scales_choices(self, dst).contains(&scales)
+    }
+
+    /// Checks that a float src comes without zero points.
+    ///
+    /// # Errors
+    /// [`Error::FloatSrcZps`].
+    pub fn check_float_src_zps(&self, src: DType, zps_given: bool) -> Result<()> {
+        if src.is_float_src() && zps_given {
+            return Err(Error::FloatSrcZps { op: self.op, src });
+        }
+        Ok(())
+    }
+
+    /// Checks the scales dtype for dst `dst`.
+    ///
+    /// # Errors
+    /// [`Error::E8m0Scales`] for e8m0 scales on an op without them,
+    /// [`Error::ScalesNotDstOrE8m0`] on one with them, [`Error::ScalesDType`]
+    /// otherwise.
+    pub fn check_scales(&self, dst: DType, got: DType) -> Result<()> {
+        if scales_choices(self, dst).contains(&got) {
+            return Ok(());
+        }
+        Err(if got == DType::E8M0 {
+            Error::E8m0Scales { op: self.op }
+        } else if self.e8m0_scales {
+            Error::ScalesNotDstOrE8m0 { dst, got }
+        } else {
+            Error::ScalesDType {
+                expected: scales_dtype(dst),
+                got,
+            }
+        })
+    }
+
     /// Checks the dtype of a zero-point tensor for src dtype `src`.
     ///
     /// # Errors
-    /// [`Error::ZpsDType`]; the static op takes no zero-point tensor
-    /// (its list is checked as an attribute).
+    /// [`Error::FloatSrcZps`] for a float src, else [`Error::ZpsDType`]; the
+    /// static op takes no zero-point tensor (its list is checked as an attribute).
     pub fn check_zps(&self, src: DType, got: DType) -> Result<()> {
+        self.check_float_src_zps(src, true)?;
         let expected = match self.zps {
             Zps::OneOf(set) if set.contains(got) => return Ok(()),
             Zps::SrcDType if got == src => return Ok(()),
@@ -254,15 +312,23 @@ pub fn allows((src, zps, dst): Key) -> bool {
     RULES.iter().any(|r| r.allows(src, zps, dst))
 }
 
+/// True when some op allows the kernel key with scales of dtype `scales`.
+pub fn allows_scales(key: Key, scales: DType) -> bool {
+    RULES.iter().any(|r| r.allows_scales(key, scales))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn texts_are_the_joined_names() {
-        assert_eq!(STATIC.src.text(), "s8, u8");
+        assert_eq!(STATIC.src.text(), "s8, u8, f8_e4m3, f8_e5m2");
         assert_eq!(STATIC.dst.text(), "f32");
-        assert_eq!(DYNAMIC.src.text(), "s8, u8, s4, u4");
+        assert_eq!(
+            DYNAMIC.src.text(),
+            "s8, u8, s4, u4, f8_e4m3, f8_e5m2, f4_e2m1"
+        );
         assert_eq!(DYNAMIC.dst.text(), "f32, f16, bf16");
         assert_eq!(AXES.src.text(), "s8, u8, s32");
         assert_eq!(AXES.dst.text(), "f16, bf16, f32, f64");
@@ -278,8 +344,9 @@ mod tests {
     #[test]
     fn keys_per_op() {
         use DType::*;
-        // 4 src x 3 dst x (none + 5 zps), 2 x 1 x (none, s32, s64), 3 x 4 x 1.
-        assert_eq!(DYNAMIC.keys().len(), 72);
+        // 4 int src x 3 dst x (none + 5 zps) + 3 float src x 3 dst x none;
+        // 2 x 1 x (none, s32, s64) + 2 float src x 1 x none; 3 x 4 x 1.
+        assert_eq!(DYNAMIC.keys().len(), 72 + 9);
         assert_eq!(
             STATIC.keys(),
             [
@@ -289,6 +356,8 @@ mod tests {
                 (U8, None, F32),
                 (U8, Some(S32), F32),
                 (U8, Some(S64), F32),
+                (F8E4M3, None, F32),
+                (F8E5M2, None, F32),
             ]
         );
         assert_eq!(
@@ -296,7 +365,16 @@ mod tests {
             [(S8, Some(S8), F16), (S8, Some(S8), BF16)]
         );
         // Static adds only s64 zero points; axes only f64 dst and s32 src.
-        assert_eq!(keys().len(), 72 + 2 + (2 + 4));
+        assert_eq!(keys().len(), 72 + 9 + 2 + (2 + 4));
+        assert!(allows((F4E2M1, None, BF16)));
+        assert!(!allows((F4E2M1, Some(U4), BF16)));
+        assert!(!allows((F4E2M1, None, F64)));
+        assert!(allows_scales((F4E2M1, None, BF16), E8M0));
+        assert!(allows_scales((S4, Some(U4), F16), E8M0));
+        assert!(!allows_scales((F8E4M3, None, F32), F16));
+        assert!(!AXES.allows_scales((S8, Some(S8), F32), E8M0));
+        assert!(!STATIC.allows_scales((F8E4M3, None, F32), E8M0));
+        assert!(DYNAMIC.allows_scales((F8E4M3, None, F32), E8M0));
         assert!(allows((S4, Some(S32), BF16)));
         assert!(allows((U8, Some(S64), F32)));
         assert!(!allows((U8, Some(S64), F16)));
@@ -327,10 +405,41 @@ mod tests {
             STATIC.check_src(DType::S4),
             Err(Error::SrcDType {
                 op: OpKind::Dequantize,
-                expected: "s8, u8",
+                expected: "s8, u8, f8_e4m3, f8_e5m2",
                 got: DType::S4
             })
         );
         assert_eq!(AXES.check_dst(DType::F64), Ok(()));
+    }
+
+    #[test]
+    fn float_src_and_e8m0_checks() {
+        use DType::*;
+        let op = OpKind::Dynamic;
+        assert_eq!(
+            DYNAMIC.check_zps(F8E5M2, U8),
+            Err(Error::FloatSrcZps { op, src: F8E5M2 })
+        );
+        assert_eq!(DYNAMIC.check_float_src_zps(F4E2M1, false), Ok(()));
+        assert_eq!(DYNAMIC.check_scales(BF16, E8M0), Ok(()));
+        assert_eq!(DYNAMIC.check_scales(BF16, BF16), Ok(()));
+        assert_eq!(
+            DYNAMIC.check_scales(BF16, F32),
+            Err(Error::ScalesNotDstOrE8m0 {
+                dst: BF16,
+                got: F32
+            })
+        );
+        assert_eq!(
+            AXES.check_scales(F32, E8M0),
+            Err(Error::E8m0Scales { op: OpKind::Axes })
+        );
+        assert_eq!(
+            AXES.check_scales(F64, F32),
+            Err(Error::ScalesDType {
+                expected: F64,
+                got: F32
+            })
+        );
     }
 }

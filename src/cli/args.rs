@@ -104,6 +104,10 @@ pub struct CaseArgs {
     /// Zero-point dtype of a .bin zps file (the ones each op allows: see `dtype_help`).
     #[arg(long, value_parser = parse_dtype)]
     pub zps_type: Option<DType>,
+    /// Scales dtype: the dst dtype (default), or e8m0 (--op dynamic: a .bin of raw
+    /// bytes, one per scale).
+    #[arg(long, value_parser = parse_dtype)]
+    pub scales_type: Option<DType>,
     /// Src strides in elements (nibbles for 4-bit), e.g. 1x4096.
     #[arg(long, value_parser = parse_shape)]
     pub src_strides: Option<Shape>,
@@ -124,8 +128,8 @@ pub struct RunArgs {
     /// Input file (.bin raw little-endian, 4-bit packed; or .npy).
     #[arg(long)]
     pub input: Option<PathBuf>,
-    /// Scales: a comma list for --op dequantize (`""`: empty), else a .bin (dst dtype)
-    /// or .npy file.
+    /// Scales: a comma list for --op dequantize (`""`: empty), else a .bin (dst dtype,
+    /// or --scales-type) or .npy file.
     #[arg(long, allow_hyphen_values = true)]
     pub scales: Option<String>,
     /// Zero points: a comma list for --op dequantize (`""`: empty), else a .bin

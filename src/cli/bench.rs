@@ -271,7 +271,7 @@ fn generate(flags: &CaseFlags, static_zps: bool, seed: u64) -> Result<Case, CliE
                 Op::Axes(_) => Some(flags.zps_type.unwrap_or(flags.src.dtype)),
                 _ => flags.zps_type,
             };
-            let scales = TensorDesc::new(flags.dst.dtype, &pshape);
+            let scales = TensorDesc::new(flags.scales_type, &pshape);
             (Some(scales), zps_t.map(|t| TensorDesc::new(t, &pshape)))
         }
     };

@@ -23,6 +23,8 @@ pub struct CaseFlags {
     pub dst: TensorDesc,
     /// --zps-type, if given.
     pub zps_type: Option<DType>,
+    /// --scales-type, else the dst dtype.
+    pub scales_type: DType,
 }
 
 /// The static op's attribute lists.
@@ -53,6 +55,7 @@ impl CaseFlags {
             src,
             dst,
             zps_type: a.zps_type,
+            scales_type: a.scales_type.unwrap_or(dst_t),
         })
     }
 

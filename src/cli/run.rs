@@ -106,10 +106,14 @@ fn static_list<T>(
 fn prevalidate(case: &CaseFlags) -> Result<(), CliError> {
     if case.op_name == OpName::Dequantize {
         Plan::new(&case.op, &case.src, None, None, &case.dst)?;
+        // The static op's scales are an f32 list: e8m0 (or any other) is refused.
+        case.op_name
+            .rule()
+            .check_scales(case.dst.dtype, case.scales_type)?;
         return Ok(());
     }
     let shape = case.param_shape();
-    let scales = TensorDesc::new(case.dst.dtype, &shape);
+    let scales = TensorDesc::new(case.scales_type, &shape);
     let zps = case.bin_zps_type().map(|t| TensorDesc::new(t, &shape));
     Plan::new(&case.op, &case.src, Some(&scales), zps.as_ref(), &case.dst)?;
     Ok(())
@@ -167,7 +171,8 @@ fn check_npy_dtype(f: &FileTensor, want: DType, flag: &'static str) -> Result<()
 /// Reads a scales or zps file of a dynamic / axes case.
 ///
 /// A `.npy` brings its own dtype and shape (validation judges them). A `.bin` has the
-/// dst dtype (scales) or [`Case::bin_zps_type`] (zps),
+/// `--scales-type` (default: the dst dtype; e8m0: one raw byte per scale) or
+/// [`Case::bin_zps_type`] (zps),
 /// and the shape the case needs; a single zero point is read as a broadcast `[1]`.
 /// A size that fits neither is passed on as a 1-D shape so validation names the rule.
 fn read_param(case: &CaseFlags, role: Role, path: &Path) -> Result<OwnedTensor, CliError> {
@@ -198,7 +203,7 @@ fn read_param(case: &CaseFlags, role: Role, path: &Path) -> Result<OwnedTensor, 
         return Ok(OwnedTensor::new(TensorDesc::new(dtype, &shape), f.data));
     }
     let dtype = match role {
-        Role::Scales => case.dst.dtype,
+        Role::Scales => case.scales_type,
         _ => case.bin_zps_type().ok_or(CliError::MissingFlag {
             flag: "zps-type",
             op: case.op_name.name(),

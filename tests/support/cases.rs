@@ -208,7 +208,8 @@ impl Shape {
                     _ => (Dequantize::new(vec![]), 1),
                 };
                 o.scales = (0..n).map(|_| f32_value(&mut rng, self.mode)).collect();
-                if !self.zps_pick.is_multiple_of(3) {
+                // A float src (SPEC 10) takes no zero points.
+                if !self.zps_pick.is_multiple_of(3) && !src_t.is_float_src() {
                     o.zps = Some((0..n).map(|_| static_zp(&mut rng)).collect());
                 }
                 op = o.into();

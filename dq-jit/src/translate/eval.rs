@@ -104,6 +104,11 @@ impl<'a, 'f> Translator<'a, 'f> {
                 Val::I(_) => unreachable!("analysed: float operand"),
             };
             let x = match *node {
+                // A float src's value, decoded (SPEC 10; scalar code only).
+                Node::Q if self.spec.src.is_float_src() => match ints {
+                    Ints::Plain { q, .. } => Val::F(q),
+                    Ints::Biased { .. } => unreachable!("float src takes the scalar path"),
+                },
                 Node::Q | Node::Z | Node::IntSub(..) => {
                     let (a, b) = match *node {
                         Node::IntSub(a, b) => (int(a), int(b)),

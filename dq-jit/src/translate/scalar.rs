@@ -3,7 +3,7 @@
 //! copied from its segment's table, and the scalar loads of src, zero points and
 //! scales (I64, or I128 where the analysis asks; scales in the work float).
 
-use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{Block, InstBuilder, Type, Value, types};
 use dq_runtime::DType;
 
@@ -101,8 +101,19 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
         };
         let (so, dof) = self.elem_offsets(run, j);
-        let q = self.load_int(self.spec.src, self.src, so);
-        let y = self.eval(Ints::Plain { q, z }, s, false);
+        let q = match self.spec.src.decode_table() {
+            Some(t) => {
+                let code = self.load_code(self.spec.src, self.src, so);
+                self.decode(t, code)
+            }
+            None => self.load_int(self.spec.src, self.src, so),
+        };
+        let mut y = self.eval(Ints::Plain { q, z }, s, false);
+        if self.spec.src.is_float_src() {
+            // A NaN src gives its own NaN (see dq_runtime::minifloat).
+            let nan = self.b.ins().fcmp(FloatCC::Unordered, q, q);
+            y = self.b.ins().select(nan, q, y);
+        }
         self.store_scalar(dof, y);
     }
 
@@ -141,6 +152,24 @@ impl<'a, 'f> Translator<'a, 'f> {
         let sh = self.b.ins().ishl_imm_s(sh, 2);
         let x = self.b.ins().ushr(x, sh);
         self.b.ins().band_imm_s(x, 15)
+    }
+
+    /// The code (0..=255, I64) of element `o` of a float src buffer (4-bit: its nibble).
+    fn load_code(&mut self, t: DType, buf: Value, o: Value) -> Value {
+        if t.is_4bit() {
+            return self.load_nibble(buf, o);
+        }
+        let addr = self.add(buf, o);
+        self.b.ins().uload8(types::I64, mem(), addr, 0)
+    }
+
+    /// Entry `code` (I64, 0..=255) of a 256-entry f32 decode table, as F32. The
+    /// table is a `static` of dq-runtime: its address is fixed for the process.
+    fn decode(&mut self, table: &'static [f32; 256], code: Value) -> Value {
+        let base = self.iconst(table.as_ptr() as i64);
+        let off = self.b.ins().ishl_imm_s(code, 2);
+        let addr = self.add(base, off);
+        self.b.ins().load(types::F32, mem(), addr, 0)
     }
 
     /// Integer element `o` (nibbles for 4-bit) of `buf`, as the scalar int type.
@@ -196,8 +225,12 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
-    /// Scale `idx` as the work float (exact widening).
+    /// Scale `idx` as the work float (exact widening; e8m0 decoded by table).
     pub(super) fn load_scale(&mut self, idx: Value) -> Value {
+        if let (DType::E8M0, Some(t)) = (self.spec.scales, DType::E8M0.decode_table()) {
+            let code = self.load_code(DType::E8M0, self.scales, idx);
+            return self.decode(t, code);
+        }
         let w = self.spec.dst_bytes() as i64;
         let off = self.mul_imm(idx, w);
         let addr = self.add(self.scales, off);

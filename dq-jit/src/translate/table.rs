@@ -35,7 +35,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             inner.group.min(inner.len)
         };
-        self.spec.src.is_4bit() && self.lut != Lut::None && longest >= LUT_MIN
+        self.spec.src.is_4bit()
+            && !self.spec.src.is_float_src()
+            && self.lut != Lut::None
+            && longest >= LUT_MIN
     }
 
     /// True when a table segment's single elements (odd first nibble, tail) are

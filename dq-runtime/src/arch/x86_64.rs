@@ -132,6 +132,20 @@ impl Lanes for Avx2 {
             self.pick_a(a, b, _mm256_or_ps(gt, _mm256_and_ps(eq, bneg)))
         }
     }
+    #[inline(always)]
+    fn decode(self, table: &'static [f32; 256], code: __m256i) -> __m256 {
+        // SAFETY: AVX2 present (token); the indices are masked to 0..=255, so
+        // every lane reads inside the 256-entry table.
+        unsafe {
+            let idx = _mm256_and_si256(code, _mm256_set1_epi32(0xff));
+            _mm256_i32gather_ps::<4>(table.as_ptr(), idx)
+        }
+    }
+    #[inline(always)]
+    fn nan_or(self, x: __m256, y: __m256) -> __m256 {
+        // SAFETY: AVX present (token).
+        unsafe { _mm256_blendv_ps(y, x, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x)) }
+    }
 }
 
 impl Avx2 {
@@ -500,8 +514,21 @@ impl Lanes for Avx512 {
             self.pick_a(a, b, gt | (eq & bneg))
         }
     }
+    #[inline(always)]
+    fn decode(self, table: &'static [f32; 256], code: __m512i) -> __m512 {
+        // SAFETY: AVX-512F present (token); the indices are masked to 0..=255,
+        // so every lane reads inside the 256-entry table.
+        unsafe {
+            let idx = _mm512_and_si512(code, _mm512_set1_epi32(0xff));
+            _mm512_i32gather_ps::<4>(idx, table.as_ptr())
+        }
+    }
+    #[inline(always)]
+    fn nan_or(self, x: __m512, y: __m512) -> __m512 {
+        // SAFETY: AVX-512F present (token).
+        unsafe { _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), y, x) }
+    }
 }
-
 impl Avx512 {
     /// `a` where `a` is NaN, else `b` where `b` is NaN, else `a` where `win`, else `b`.
     #[inline(always)]

@@ -5,7 +5,7 @@
 use core::ops::Range;
 
 use super::dtypes::{FloatType, IntType};
-use super::lanes::{ExactInt, Formula, Scalar};
+use super::lanes::{ExactInt, Formula, Scalar, apply};
 use crate::arch::Simd;
 use crate::dtype::{DType, load_int, nibble, s4_value};
 use crate::exec::Job;
@@ -196,7 +196,7 @@ unsafe fn elem<S: IntType, E: ExactInt, D: FloatType, F: Formula>(
     // SAFETY: in-view offsets (caller).
     unsafe {
         let q = S::load(c.src, so);
-        let y = F::eval(l, E::from_i64(q), E::from_i64(z), s);
+        let y = apply::<S, F, _>(l, E::from_i64(q), E::from_i64(z), s);
         D::store(dst, dof, y);
     }
 }
@@ -683,7 +683,7 @@ impl<V: Simd, D: FloatType> Params<V, D::Work> for ElemZ<'_, V, D> {
 }
 
 const fn is_4bit(d: Option<DType>) -> bool {
-    matches!(d, Some(DType::S4 | DType::U4))
+    matches!(d, Some(t) if t.is_4bit())
 }
 
 /// Splits a contiguous segment of `n` elements from src offset `so` into
@@ -795,7 +795,7 @@ where
         let mut k = 0;
         while k < 16 {
             let q = S::load_vec(v, NIBBLES.as_ptr(), k);
-            let y = F::eval(v, q, p.zv, p.sv);
+            let y = apply::<S, F, _>(v, q, p.zv, p.sv);
             D::store_vec::<V>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
             k += V::LANES;
         }
@@ -899,7 +899,7 @@ unsafe fn seg<V, S, D, F, P>(
             move |k| {
                 prefetch_dst::<V, D>(v, pf, dst, dof + k);
                 let (z, s) = p.vec(v, k);
-                let y = F::eval(v, S::load_vec(v, src, so + k), z, s);
+                let y = apply::<S, F, _>(v, S::load_vec(v, src, so + k), z, s);
                 D::store_vec::<V>(v, dst, dof + k, y, F::QUIET)
             },
             #[inline(always)]

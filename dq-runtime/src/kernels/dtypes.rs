@@ -7,11 +7,17 @@ use super::lanes::{ExactInt, FromI64};
 use crate::arch::Simd;
 use crate::convert::{f32_to_bf16_bits, quiet_f32, quiet_f64};
 use crate::dtype::DType;
+use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 
-/// An integer src or zero-point type (or [`NoZp`]).
+/// An integer src or zero-point type (or [`NoZp`]), or a float src type read
+/// as its codes (8-bit, or 4-bit nibbles) and decoded by table ([`DECODE`]).
+///
+/// [`DECODE`]: IntType::DECODE
 pub trait IntType: 'static {
     /// The dtype (`None` for [`NoZp`]).
     const DTYPE: Option<DType>;
+    /// For a float src (SPEC 10): the value of each code; `None` for integers.
+    const DECODE: Option<&'static [f32; 256]> = None;
     /// True when every value lies in `-128..=255` (so `q - z` fits i32 lanes).
     const SMALL: bool;
     /// The exact integer type for `q - z` with this zero-point type.
@@ -28,10 +34,12 @@ pub trait IntType: 'static {
     unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Int;
 }
 
-/// A float dst type (the scales have the same type).
+/// A float dst type with its scales: of the same type, or e8m0 ([`E8`]).
 pub trait FloatType: 'static {
     /// The dtype.
     const DTYPE: DType;
+    /// The scales dtype.
+    const SCALES: DType = Self::DTYPE;
     /// Bytes per element.
     const SIZE: usize;
     /// True when the vector kernels handle it (f32 working type).
@@ -107,6 +115,12 @@ marker! {
     F32;
     /// f64 dst and scales (axes form).
     F64;
+    /// f8_e4m3 src (codes decoded by table).
+    F8E4M3;
+    /// f8_e5m2 src (codes decoded by table).
+    F8E5M2;
+    /// f4_e2m1 src (nibbles decoded by table).
+    F4E2M1;
 }
 
 /// Reads `N` bytes at element `o` of a buffer of `N`-byte elements.
@@ -142,8 +156,21 @@ unsafe fn nibble(base: *const u8, o: usize) -> u8 {
 macro_rules! int_type {
     ($t:ident, $d:expr, $small:expr, $exact:ty,
      |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
+        int_type!(
+            $t,
+            $d,
+            None,
+            $small,
+            $exact,
+            |$b, $o| $load,
+            |$v, $vb, $vo| $vec
+        );
+    };
+    ($t:ident, $d:expr, $decode:expr, $small:expr, $exact:ty,
+     |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
         impl IntType for $t {
             const DTYPE: Option<DType> = $d;
+            const DECODE: Option<&'static [f32; 256]> = $decode;
             const SMALL: bool = $small;
             type Exact = $exact;
             #[inline(always)]
@@ -212,6 +239,33 @@ int_type!(
 );
 int_type!(NoZp, None, true, i64, |_b, _o| 0, |v, _b, _o| v
     .splat_int(0));
+int_type!(
+    F8E4M3,
+    Some(DType::F8E4M3),
+    Some(&F8_E4M3_TABLE),
+    true,
+    i64,
+    |b, o| u8::from_le_bytes(read::<1>(b, o)) as i64,
+    |v, b, o| v.load_u8(b.add(o))
+);
+int_type!(
+    F8E5M2,
+    Some(DType::F8E5M2),
+    Some(&F8_E5M2_TABLE),
+    true,
+    i64,
+    |b, o| u8::from_le_bytes(read::<1>(b, o)) as i64,
+    |v, b, o| v.load_u8(b.add(o))
+);
+int_type!(
+    F4E2M1,
+    Some(DType::F4E2M1),
+    Some(&F4_E2M1_TABLE),
+    true,
+    i64,
+    |b, o| nibble(b, o) as i64,
+    |v, b, o| v.load_u4(b.add(o / 2))
+);
 
 /// s64 zero points always take the exact scalar path.
 #[inline(always)]
@@ -383,5 +437,57 @@ impl FloatType for F64 {
     }
     unsafe fn lut<V: Simd>(_v: V, _t: (), _src: *const u8, _dst: *mut u8) {
         unreachable!("f64 dst takes the exact path")
+    }
+}
+
+/// Dst `D` with e8m0 scales (SPEC 10): each scale byte decoded to its exact f32
+/// by table; everything else is `D`'s.
+#[derive(Clone, Copy, Debug)]
+pub struct E8<D>(core::marker::PhantomData<D>);
+
+impl<D: FloatType<Work = f32>> FloatType for E8<D> {
+    const DTYPE: DType = D::DTYPE;
+    const SCALES: DType = DType::E8M0;
+    const SIZE: usize = D::SIZE;
+    const VECTOR: bool = D::VECTOR;
+    type Work = f32;
+    #[inline(always)]
+    fn work_f32(w: f32) -> f32 {
+        w
+    }
+    #[inline(always)]
+    unsafe fn load(base: *const u8, o: usize) -> f32 {
+        // SAFETY: forwarded from the caller (one byte per scale).
+        E8M0_TABLE[u8::from_le_bytes(unsafe { read::<1>(base, o) }) as usize]
+    }
+    #[inline(always)]
+    unsafe fn store(base: *mut u8, o: usize, y: f32) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::store(base, o, y) }
+    }
+    #[inline(always)]
+    unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {
+        // SAFETY: forwarded from the caller (one byte per scale).
+        unsafe { v.decode(&E8M0_TABLE, v.load_u8(base.add(o))) }
+    }
+    #[inline(always)]
+    unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::store_vec(v, base, o, y, quiet) }
+    }
+    type Tab<V: Simd> = D::Tab<V>;
+    #[inline(always)]
+    fn lut_step<V: Simd>() -> usize {
+        D::lut_step::<V>()
+    }
+    #[inline(always)]
+    unsafe fn tab<V: Simd>(v: V, p: *const u8) -> D::Tab<V> {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::tab(v, p) }
+    }
+    #[inline(always)]
+    unsafe fn lut<V: Simd>(v: V, t: D::Tab<V>, src: *const u8, dst: *mut u8) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::lut(v, t, src, dst) }
     }
 }

@@ -35,6 +35,11 @@ pub trait Lanes: Copy {
     fn min(self, a: Self::Float, b: Self::Float) -> Self::Float;
     /// [`formula::max`].
     fn max(self, a: Self::Float, b: Self::Float) -> Self::Float;
+    /// `table[code & 255]`: the value of a float src or e8m0 code (a 256-entry
+    /// decode table, [`crate::DType::decode_table`]).
+    fn decode(self, table: &'static [f32; 256], code: Self::Int) -> Self::Float;
+    /// `x` where `x` is a NaN, else `y` (a NaN float src gives its own NaN).
+    fn nan_or(self, x: Self::Float, y: Self::Float) -> Self::Float;
 }
 
 /// An element formula compiled into Rust by `#[dequant_kernel]`.
@@ -44,6 +49,37 @@ pub trait Formula: 'static {
     const QUIET: bool = true;
     /// The result for `q`, `z`, `s` (before the final rounding into dst).
     fn eval<L: Lanes>(l: L, q: L::Int, z: L::Int, s: L::Float) -> L::Float;
+    /// True when [`eval_float`](Self::eval_float) is the formula's float-src
+    /// form; [`Entry::new`](super::Entry::new) refuses a float src otherwise (at
+    /// compile time).
+    const FLOAT_SRC: bool = false;
+    /// The result for a float src value `x` and scale `s` (SPEC 10), where
+    /// [`FLOAT_SRC`](Self::FLOAT_SRC).
+    fn eval_float<L: Lanes>(l: L, x: L::Float, s: L::Float) -> L::Float {
+        let _ = (l, x, s);
+        unreachable!("no float-src form (Entry::new refuses float src for it)")
+    }
+}
+
+/// The formula at src `q` (a code of float src `S`, decoded first, or an
+/// integer), zero point `z` and scale `s`.
+#[inline(always)]
+pub fn apply<S: super::IntType, F: Formula, L: Lanes>(
+    l: L,
+    q: L::Int,
+    z: L::Int,
+    s: L::Float,
+) -> L::Float {
+    match S::DECODE {
+        Some(t) => {
+            // A NaN src gives the one NaN it decodes to, whatever the scale: which
+            // NaN a product of two NaNs keeps is the compiler's choice of operand
+            // order, so it is not left to the multiply.
+            let x = l.decode(t, q);
+            l.nan_or(x, F::eval_float(l, x, s))
+        }
+        None => F::eval(l, q, z, s),
+    }
 }
 
 /// The spec's formula `(q - z) * s` in Rust, the twin of [`formula::STANDARD`].
@@ -57,6 +93,11 @@ impl Formula for Standard {
         let d = l.int_sub(q, z);
         l.mul(l.float(d), s)
     }
+    const FLOAT_SRC: bool = true;
+    #[inline(always)]
+    fn eval_float<L: Lanes>(l: L, x: L::Float, s: L::Float) -> L::Float {
+        l.mul(x, s)
+    }
 }
 
 /// An exact integer type for the scalar path (`i64`, or `i128` for s64 zero points).
@@ -67,6 +108,8 @@ pub trait ExactInt: Copy + 'static {
     fn sub(self, b: Self) -> Self;
     /// Rounds to `F`, nearest-even.
     fn round<F: FromI64>(self) -> F;
+    /// The low 8 bits, as a table index.
+    fn low_byte(self) -> usize;
 }
 
 impl ExactInt for i64 {
@@ -83,6 +126,10 @@ impl ExactInt for i64 {
     fn round<F: FromI64>(self) -> F {
         F::from_i64(self)
     }
+    #[inline(always)]
+    fn low_byte(self) -> usize {
+        (self & 0xff) as usize
+    }
 }
 
 impl ExactInt for i128 {
@@ -97,6 +144,10 @@ impl ExactInt for i128 {
     #[inline(always)]
     fn round<F: FromI64>(self) -> F {
         F::from_int(self)
+    }
+    #[inline(always)]
+    fn low_byte(self) -> usize {
+        (self & 0xff) as usize
     }
 }
 
@@ -180,5 +231,14 @@ impl<I: ExactInt, F: FromI64> Lanes for Scalar<I, F> {
     #[inline(always)]
     fn max(self, a: F, b: F) -> F {
         formula::max(a, b)
+    }
+    #[inline(always)]
+    fn decode(self, table: &'static [f32; 256], code: I) -> F {
+        // Exact: every f32 is a working float exactly.
+        F::from_lit(table[code.low_byte()] as f64)
+    }
+    #[inline(always)]
+    fn nan_or(self, x: F, y: F) -> F {
+        if x.is_nan() { x } else { y }
     }
 }

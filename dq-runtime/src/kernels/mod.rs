@@ -27,7 +27,7 @@ pub mod lanes;
 #[doc(hidden)]
 pub use dtypes::{FloatType, IntType};
 #[doc(hidden)]
-pub use lanes::{ExactInt, Formula, FromI64, Lanes, Scalar, Standard};
+pub use lanes::{ExactInt, Formula, FromI64, Lanes, Scalar, Standard, apply};
 
 /// A kernel function: runs logical elements `range` of a job.
 ///
@@ -44,8 +44,10 @@ pub struct Entry {
     pub src: DType,
     /// Zero-point dtype, `None` for symmetric.
     pub zps: Option<DType>,
-    /// Dst (and scales) dtype.
+    /// Dst dtype.
     pub dst: DType,
+    /// Scales dtype: the dst dtype, or e8m0.
+    pub scales: DType,
     /// True when the vector functions apply (8/4-bit src, f32/f16/bf16 dst, no s64
     /// zero points); s32 zero points are checked per job ([`driver::zps_fit_i32`]).
     vector: bool,
@@ -65,12 +67,16 @@ impl Entry {
             Some(d) => d,
             None => panic!("src cannot be `none`"),
         };
+        if S::DECODE.is_some() && !F::FLOAT_SRC {
+            panic!("a float src needs a formula with a float-src form");
+        }
         let vector = S::SMALL && D::VECTOR && !matches!(Z::DTYPE, Some(DType::S64));
         let portable: RunFn = driver::run_exact::<S, Z, D, F>;
         Entry {
             src,
             zps: Z::DTYPE,
             dst: D::DTYPE,
+            scales: D::SCALES,
             vector,
             portable,
             #[cfg(target_arch = "x86_64")]
@@ -114,6 +120,7 @@ impl Entry {
 #[derive(Clone, Copy, Debug)]
 pub struct GeneratedKernel {
     ir: &'static FormulaIr,
+    float_ir: Option<&'static FormulaIr>,
     table: &'static [Entry],
     isa: Option<Isa>,
 }
@@ -123,14 +130,34 @@ impl GeneratedKernel {
     pub const fn new(ir: &'static FormulaIr, table: &'static [Entry]) -> Self {
         GeneratedKernel {
             ir,
+            float_ir: None,
             table,
             isa: None,
         }
     }
 
-    /// The formula (the same one the Rust code evaluates).
+    /// This kernel with `ir`, the formula's float-src form (SPEC 10), for a kernel
+    /// generated for both integer and float src.
+    pub const fn with_float_ir(self, ir: &'static FormulaIr) -> Self {
+        GeneratedKernel {
+            float_ir: Some(ir),
+            ..self
+        }
+    }
+
+    /// The formula (the same one the Rust code evaluates); for a kernel generated
+    /// for integer and float src, its integer-src form.
     pub fn ir(&self) -> &'static FormulaIr {
         self.ir
+    }
+
+    /// The formula the kernel evaluates for a src of dtype `src`, if it reads one.
+    pub fn ir_for(&self, src: DType) -> Option<&'static FormulaIr> {
+        if self.ir.accepts_src(src) {
+            Some(self.ir)
+        } else {
+            self.float_ir.filter(|f| f.accepts_src(src))
+        }
     }
 
     /// Every combination this kernel was generated for.
@@ -152,8 +179,10 @@ impl GeneratedKernel {
     }
 
     fn entry(&self, plan: &Plan) -> Option<&'static Entry> {
-        let key = plan.lowering().key();
-        self.table.iter().find(|e| e.key() == key)
+        let (key, scales) = (plan.lowering().key(), plan.lowering().scales);
+        self.table
+            .iter()
+            .find(|e| e.key() == key && e.scales == scales)
     }
 }
 
@@ -168,10 +197,16 @@ impl Kernel for GeneratedKernel {
             None => {
                 let (s, z, d) = plan.kernel_key();
                 let z = z.map_or("none", DType::name);
+                let sc = plan.lowering().scales;
+                let scales = if sc == d {
+                    String::new()
+                } else {
+                    format!(", scales {sc}")
+                };
                 Err(Error::BackendUnavailable {
                     backend: "generated",
                     reason: format!(
-                        "`{}` was not generated for src {s}, zps {z}, dst {d}",
+                        "`{}` was not generated for src {s}, zps {z}, dst {d}{scales}",
                         self.ir.name
                     ),
                 })
