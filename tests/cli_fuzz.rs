@@ -478,35 +478,8 @@ fn config() -> ProptestConfig {
         .unwrap_or(150);
     ProptestConfig {
         max_shrink_iters: 200,
-        ..seeded_config(cases)
+        ..support::seeded_config(file!(), cases)
     }
-}
-
-/// proptest's settings for this file: `cases` cases, failures persisted beside the
-/// source (`*.proptest-regressions`, replayed first), and a fixed RNG seed so that
-/// every run (CI included) explores the same cases; `PROPTEST_RNG_SEED` picks
-/// another. The seed is printed to stderr (uncaptured) so any run can be replayed.
-fn seeded_config(cases: u32) -> ProptestConfig {
-    use proptest::test_runner::{FileFailurePersistence, RngSeed};
-    let mut c = ProptestConfig {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
-            "proptest-regressions",
-        ))),
-        ..ProptestConfig::default()
-    };
-    if c.rng_seed == RngSeed::Random {
-        c.rng_seed = RngSeed::Fixed(0x0d9e_5eed);
-    }
-    if let RngSeed::Fixed(seed) = c.rng_seed {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "{}: proptest seed {seed} (set PROPTEST_RNG_SEED to change it)",
-            file!()
-        );
-    }
-    c
 }
 
 proptest! {

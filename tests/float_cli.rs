@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::conformance::assert_same_bits;
+use support::conformance::assert_same_values;
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
@@ -99,7 +99,7 @@ fn run_float_vectors_on_every_backend() {
             );
             let got = std::fs::read(&out).unwrap();
             let what = format!("{} with --backend {backend}", dir.display());
-            assert_same_bits(dst, &got, &want, &what);
+            assert_same_values(dst, &got, &want, &what);
             std::fs::remove_file(&out).unwrap();
         }
     }

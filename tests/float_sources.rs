@@ -688,7 +688,7 @@ fn float_conformance_vectors_on_every_backend() {
                 continue;
             }
             let got = case.run_parallel(v.kernel, 2).unwrap();
-            support::conformance::assert_same_bits(
+            support::conformance::assert_same_values(
                 dst,
                 &got,
                 expected,

@@ -489,34 +489,7 @@ fn check_no_panic(input: &Input) -> Result<(), TestCaseError> {
 }
 
 fn config() -> ProptestConfig {
-    seeded_config(proptest_cases(750))
-}
-
-/// proptest's settings for this file: `cases` cases, failures persisted beside the
-/// source (`*.proptest-regressions`, replayed first), and a fixed RNG seed so that
-/// every run (CI included) explores the same cases; `PROPTEST_RNG_SEED` picks
-/// another. The seed is printed to stderr (uncaptured) so any run can be replayed.
-fn seeded_config(cases: u32) -> ProptestConfig {
-    use proptest::test_runner::{FileFailurePersistence, RngSeed};
-    let mut c = ProptestConfig {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
-            "proptest-regressions",
-        ))),
-        ..ProptestConfig::default()
-    };
-    if c.rng_seed == RngSeed::Random {
-        c.rng_seed = RngSeed::Fixed(0x0d9e_5eed);
-    }
-    if let RngSeed::Fixed(seed) = c.rng_seed {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "{}: proptest seed {seed} (set PROPTEST_RNG_SEED to change it)",
-            file!()
-        );
-    }
-    c
+    support::seeded_config(file!(), proptest_cases(750))
 }
 
 proptest! {

@@ -31,6 +31,7 @@ pub mod op;
 pub mod plan;
 pub mod policy;
 pub mod reference;
+pub mod rng;
 pub mod rules;
 pub mod tensor;
 

@@ -175,6 +175,21 @@ pub fn assert_same_bits(dtype: DType, got: &[u8], want: &[u8], what: &str) {
     }
 }
 
+/// Like [`assert_same_bits`], for vectors another implementation made (ONNX Runtime,
+/// ml_dtypes: `tests/conformance_float`): there a NaN's sign and payload are that
+/// implementation's (ORT keeps a NaN code's sign; SPEC 10 gives every NaN src the
+/// default NaN `0x7fc00000`), so NaN compares as NaN; every other element bit for bit.
+/// dq's own NaN bits are pinned by `tests/float_sources.rs` against the reference.
+pub fn assert_same_values(dtype: DType, got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let w = dtype.bits() / 8;
+    for (i, (g, e)) in got.chunks(w).zip(want.chunks(w)).enumerate() {
+        if g != e && !(is_nan(dtype, g) && is_nan(dtype, e)) {
+            panic!("{what}: element {i} differs: got {g:02x?}, want {e:02x?}");
+        }
+    }
+}
+
 /// True when the element bytes hold a NaN of `dtype`.
 pub fn is_nan(dtype: DType, b: &[u8]) -> bool {
     match dtype {

@@ -34,3 +34,29 @@ pub fn path_unavailable(path: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED (path unavailable): {path}");
 }
+
+/// proptest's settings for the test file `file`: `cases` cases, failures persisted
+/// beside the source (`*.proptest-regressions`, replayed first), and a fixed RNG seed
+/// so that every run (CI included) explores the same cases; `PROPTEST_RNG_SEED` picks
+/// another. The seed is printed to stderr (uncaptured) so any run can be replayed.
+pub fn seeded_config(file: &str, cases: u32) -> proptest::prelude::ProptestConfig {
+    use proptest::test_runner::{FileFailurePersistence, RngSeed};
+    let mut c = proptest::prelude::ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
+            "proptest-regressions",
+        ))),
+        ..Default::default()
+    };
+    if c.rng_seed == RngSeed::Random {
+        c.rng_seed = RngSeed::Fixed(0x0d9e_5eed);
+    }
+    if let RngSeed::Fixed(seed) = c.rng_seed {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "{file}: proptest seed {seed} (set PROPTEST_RNG_SEED to change it)"
+        );
+    }
+    c
+}

@@ -10,7 +10,7 @@ use crate::Jit;
 /// included, over every axes set, dense and transposed.
 #[test]
 fn axes_op_every_dtype() {
-    let mut r = Rng(3);
+    let mut r = Rng::new(3);
     let shape = [3, 4, 21];
     for src in [DType::S8, DType::U8, DType::S32] {
         for dst in [DType::F16, DType::BF16, DType::F32, DType::F64] {
@@ -37,7 +37,7 @@ fn axes_op_every_dtype() {
 /// of i32 and i64 and on both sides of the vector path's limit 2^22; special scales.
 #[test]
 fn static_op_extreme_zero_points() {
-    let mut r = Rng(4);
+    let mut r = Rng::new(4);
     let jit = Jit::new(&STANDARD, 16);
     let zps_sets: [[i64; 3]; 7] = [
         [0, 0, 0],

@@ -34,7 +34,7 @@ fn granularities(dtypes: (DType, Option<DType>, DType), shape: &[usize]) -> Vec<
 /// dst or both transposed, over two or three loops.
 #[test]
 fn dynamic_op_every_dtype_and_granularity() {
-    let mut r = Rng(1);
+    let mut r = Rng::new(1);
     let (mut n, mut k) = (0, 0);
     for src in DYN_SRC {
         for zps in DYN_ZPS {
@@ -65,7 +65,7 @@ fn dynamic_op_every_dtype_and_granularity() {
 /// rows, padded rows (odd nibble starts) and even row strides under odd rows.
 #[test]
 fn four_bit_tables_peels_and_tails() {
-    let mut r = Rng(2);
+    let mut r = Rng::new(2);
     for src in SRC_4BIT {
         for zps in DYN_ZPS {
             for dst in DYN_DST {
@@ -107,7 +107,7 @@ fn four_bit_tables_peels_and_tails() {
 /// ties and NaN payloads; f16 with F16C and with the kernels' own rounding.
 #[test]
 fn rounding_over_many_bit_patterns() {
-    let mut r = Rng(6);
+    let mut r = Rng::new(6);
     for dst in [DType::F16, DType::BF16] {
         let jits = jits_for(dst, &STANDARD);
         for src in [DType::S8, DType::U4] {

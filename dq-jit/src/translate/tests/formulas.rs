@@ -31,7 +31,7 @@ static Q_MINUS_2Z_IR: FormulaIr = FormulaIr {
 /// only the sticky bit of `q + 2` breaks (upwards, as the exact value does).
 #[test]
 fn wide_integers_round_once() {
-    let mut r = Rng(7);
+    let mut r = Rng::new(7);
     let jit = Jit::new(&Q_MINUS_2Z_IR, 4);
     let tie = i64::MIN + 3 * (1 << 38) - 1;
     let zps = vec![tie, i64::MIN, i64::MAX, 1 << 22, -5, tie + 1];
@@ -129,7 +129,7 @@ static FORMULAS: [FormulaIr; 5] = [
 /// and on the axes op with f64 work.
 #[test]
 fn custom_formulas() {
-    let mut r = Rng(5);
+    let mut r = Rng::new(5);
     for formula in &FORMULAS {
         for src in DYN_SRC {
             for dst in DYN_DST {

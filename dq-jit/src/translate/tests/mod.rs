@@ -21,29 +21,7 @@ mod axes_static;
 mod dynamic;
 mod formulas;
 
-/// SplitMix64: deterministic test data.
-struct Rng(u64);
-
-impl Rng {
-    /// The next 64 random bits.
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (0 when `n == 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    /// One of `v`, uniformly.
-    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[self.below(v.len())]
-    }
-}
+use dq_runtime::rng::Rng;
 
 /// A plan's op and tensor descriptors; data is drawn per check.
 #[derive(Debug)]
@@ -174,14 +152,14 @@ fn scale_bytes(t: DType, r: &mut Rng, out: &mut Vec<u8>) {
     let ordinary = (r.below(2001) as f64 - 1000.0) / 97.0;
     let bits = match r.below(16) {
         0 => qnan | (sign * r.below(2) as u64),
-        1 => snan | (r.next() & 0x3f),
+        1 => snan | (r.next_u64() & 0x3f),
         2 => inf,
         3 => inf | sign,
         4 => sign,
         5 => 1 + r.below(3) as u64,
         6 => sign | 1,
         7 => max,
-        8 | 9 => r.next(),
+        8 | 9 => r.next_u64(),
         _ => match t {
             DType::F16 => half::f16::from_f64(ordinary).to_bits() as u64,
             DType::BF16 => half::bf16::from_f64(ordinary).to_bits() as u64,
@@ -196,7 +174,7 @@ fn scale_bytes(t: DType, r: &mut Rng, out: &mut Vec<u8>) {
 /// of i32, both sides of the vector path's limit 2^22 and of 2^24).
 fn int_bytes(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
     let len = t.bytes_for(n).expect("a small tensor");
-    let mut b: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+    let mut b: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
     if n == 0 {
         return b;
     }
@@ -216,13 +194,13 @@ fn int_bytes(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
             15,
         ];
         for _ in 0..n.div_ceil(3) {
-            let i = r.below(n);
+            let i = r.below(n as u64) as usize;
             b[4 * i..4 * i + 4].copy_from_slice(&r.pick(&ENDS).to_le_bytes());
         }
     } else {
         // As bytes or nibble pairs: 0, -1/15, 127/7 and -128/-8.
         for _ in 0..len.div_ceil(4) {
-            let i = r.below(len);
+            let i = r.below(len as u64) as usize;
             b[i] = r.pick(&[0x00, 0xff, 0x77, 0x88, 0x7f, 0x80, 0x08, 0xf0]);
         }
     }
@@ -297,10 +275,13 @@ fn check(jit: &Jit, c: &Case, r: &mut Rng, draws: usize) {
         let mut ranges: Vec<Range<usize>> = Vec::with_capacity(5);
         ranges.push(0..n);
         for _ in 0..3 {
-            let (a, b) = (r.below(n + 1), r.below(n + 1));
+            let (a, b) = (
+                r.below(n as u64 + 1) as usize,
+                r.below(n as u64 + 1) as usize,
+            );
             ranges.push(a.min(b)..a.max(b));
         }
-        let odd = r.below(n) | 1;
+        let odd = r.below(n as u64) as usize | 1;
         if odd < n {
             ranges.push(odd..odd + 1);
         }
