@@ -151,12 +151,12 @@ fn scale_bytes(t: DType, r: &mut Rng, out: &mut Vec<u8>) {
     };
     let ordinary = (r.below(2001) as f64 - 1000.0) / 97.0;
     let bits = match r.below(16) {
-        0 => qnan | (sign * r.below(2) as u64),
+        0 => qnan | (sign * r.below(2)),
         1 => snan | (r.next_u64() & 0x3f),
         2 => inf,
         3 => inf | sign,
         4 => sign,
-        5 => 1 + r.below(3) as u64,
+        5 => 1 + r.below(3),
         6 => sign | 1,
         7 => max,
         8 | 9 => r.next_u64(),
