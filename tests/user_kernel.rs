@@ -178,6 +178,20 @@ type UiCase = Result<(&'static str, &'static str), &'static str>;
 /// (`Err`: unreachable, with why).
 const DIAGNOSTICS: &[(&str, UiCase)] = &[
     (
+        "the dtype sets list a float src",
+        Ok((
+            "int_value_with_float_src",
+            "the dtype sets list a float src (f8_e4m3, f8_e5m2, f4_e2m1)",
+        )),
+    ),
+    (
+        "is a float src's value, but the dtype sets list an integer src",
+        Ok((
+            "float_value_with_int_src",
+            "`q: float` is a float src's value, but the dtype sets list an integer src",
+        )),
+    ),
+    (
         "expected dtype sets",
         Ok(("no_dtype_sets", "expected dtype sets")),
     ),
