@@ -3,6 +3,9 @@
 # Run from the repo root:   bash benches/peers/run.sh [peers.py options]
 # Every step is idempotent: a second run skips what is already in place.
 # Results: benches/peers/out/results.json, out/chart.png, and a markdown table on stdout.
+#
+# GGUF block types against candle-core 0.11 (its own crate, benches/peers/candle):
+#   bash benches/peers/run.sh --gguf [--json] [--min-time S]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,6 +71,14 @@ build_dq() {
         log "dq build failed: continuing without dq"
     fi
 }
+
+# `--gguf`: the candle-core peer measures candle and dq on the same block bytes.
+if [ "${1:-}" = "--gguf" ]; then
+    shift
+    log "building the candle peer (benches/peers/candle, release)"
+    cargo build --release --manifest-path "$HERE/candle/Cargo.toml" >&2
+    exec "$HERE/candle/target/release/dq-peer-candle" "$@"
+fi
 
 setup_venv
 fix_ur_adapter

@@ -1,7 +1,8 @@
 //! The test harness every test binary shares: the kernels under test
 //! ([`kernels`]), random-but-valid cases as proptest strategies ([`cases`]), the
 //! conformance-vector loader ([`conformance`]), guard-page buffers ([`guard`]) and
-//! the process-wide path switches and path log ([`paths`]).
+//! the process-wide path switches and path log ([`paths`]), and the HuggingFace
+//! checkpoint fixtures ([`hf`]).
 //! Cases and their seeded generator are the library's own ([`dq::case`]).
 #![allow(dead_code, unused_imports)]
 
@@ -9,6 +10,7 @@ pub mod cases;
 pub mod conformance;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod guard;
+pub mod hf;
 pub mod kernels;
 pub mod paths;
 
