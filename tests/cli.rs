@@ -17,6 +17,16 @@ fn dq(args: &[&str]) -> Output {
         .expect("running the dq binary")
 }
 
+/// `dq run` with `flags` (split at spaces) and `(flag, path)` pairs.
+fn dq_run(flags: &str, files: &[(&str, &Path)]) -> Output {
+    let mut args: Vec<&str> = vec!["run"];
+    args.extend(flags.split_whitespace());
+    for (flag, path) in files {
+        args.extend([*flag, p(path)]);
+    }
+    dq(&args)
+}
+
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
@@ -254,29 +264,15 @@ fn run_reads_npy_versions_2_and_3() {
             assert_eq!(std::fs::read(d.join(f)).unwrap()[6], major);
         }
         let out = d.join("out.bin");
-        assert_ok(&dq(&[
-            "run",
-            "--op",
-            "dynamic",
-            "--src-type",
-            "u8",
-            "--dst-type",
-            "f32",
-            "--shape",
-            "6x4",
-            "--qtype",
-            "per_channel",
-            "--axis",
-            "-1",
-            "--input",
-            p(&d.join("src.npy")),
-            "--scales",
-            p(&d.join("scales.npy")),
-            "--zps",
-            p(&d.join("zps.npy")),
-            "--output",
-            p(&out),
-        ]));
+        assert_ok(&dq_run(
+            "--op dynamic --src-type u8 --dst-type f32 --shape 6x4 --qtype per_channel --axis -1",
+            &[
+                ("--input", &d.join("src.npy")),
+                ("--scales", &d.join("scales.npy")),
+                ("--zps", &d.join("zps.npy")),
+                ("--output", &out),
+            ],
+        ));
         assert_eq!(std::fs::read(&out).unwrap(), c.want, "version {major}");
     }
 }
@@ -286,29 +282,15 @@ fn run_with_npy_files_in_and_out() {
     let c = npy_case();
     let d = c.dir.path();
     let out = d.join("out.npy");
-    assert_ok(&dq(&[
-        "run",
-        "--op",
-        "dynamic",
-        "--src-type",
-        "u8",
-        "--dst-type",
-        "f32",
-        "--shape",
-        "6x4",
-        "--qtype",
-        "per_channel",
-        "--axis",
-        "-1",
-        "--input",
-        p(&d.join("src.npy")),
-        "--scales",
-        p(&d.join("scales.npy")),
-        "--zps",
-        p(&d.join("zps.npy")),
-        "--output",
-        p(&out),
-    ]));
+    assert_ok(&dq_run(
+        "--op dynamic --src-type u8 --dst-type f32 --shape 6x4 --qtype per_channel --axis -1",
+        &[
+            ("--input", &d.join("src.npy")),
+            ("--scales", &d.join("scales.npy")),
+            ("--zps", &d.join("zps.npy")),
+            ("--output", &out),
+        ],
+    ));
     let (header, data) = read_npy(&out);
     assert!(
         header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (6, 4), }"),
@@ -324,25 +306,10 @@ fn run_static_op_with_lists_to_npy() {
     let input = tmp.path().join("src.bin");
     std::fs::write(&input, [0u8, 10, 20, 30]).unwrap();
     let out = tmp.path().join("out.npy");
-    assert_ok(&dq(&[
-        "run",
-        "--op",
-        "dequantize",
-        "--src-type",
-        "u8",
-        "--dst-type",
-        "f32",
-        "--shape",
-        "4",
-        "--input",
-        p(&input),
-        "--scales",
-        "0.1",
-        "--zps",
-        "10",
-        "--output",
-        p(&out),
-    ]));
+    assert_ok(&dq_run(
+        "--op dequantize --src-type u8 --dst-type f32 --shape 4 --scales 0.1 --zps 10",
+        &[("--input", &input), ("--output", &out)],
+    ));
     let (header, data) = read_npy(&out);
     assert!(header.contains("'shape': (4,)"), "{header}");
     let want: Vec<u8> = [-10f32 * 0.1, 0.0, 10f32 * 0.1, 20f32 * 0.1]
@@ -352,27 +319,10 @@ fn run_static_op_with_lists_to_npy() {
     assert_eq!(data, want);
     // Per-channel with a negative axis and negative / special scales.
     let out = tmp.path().join("out.bin");
-    assert_ok(&dq(&[
-        "run",
-        "--op",
-        "dequantize",
-        "--src-type",
-        "s8",
-        "--dst-type",
-        "f32",
-        "--shape",
-        "2x2",
-        "--qtype",
-        "per_channel",
-        "--axis",
-        "-2",
-        "--input",
-        p(&input),
-        "--scales",
-        "-0.5,inf",
-        "--output",
-        p(&out),
-    ]));
+    assert_ok(&dq_run(
+        "--op dequantize --src-type s8 --dst-type f32 --shape 2x2 --qtype per_channel --axis -2 --scales -0.5,inf",
+        &[("--input", &input), ("--output", &out)],
+    ));
     let got: Vec<f32> = f32s(&std::fs::read(&out).unwrap());
     assert_eq!(got[..3], [-0.0, -5.0, f32::INFINITY]);
     assert!(got[0].is_sign_negative());
@@ -387,25 +337,15 @@ fn run_axes_op_with_f64_npy_output_and_scalar() {
     std::fs::write(d.join("scales.bin"), 0.1f64.to_le_bytes()).unwrap();
     std::fs::write(d.join("zps.bin"), 2i32.to_le_bytes()).unwrap();
     let out = d.join("out.npy");
-    assert_ok(&dq(&[
-        "run",
-        "--op",
-        "axes",
-        "--src-type",
-        "s32",
-        "--dst-type",
-        "f64",
-        "--shape",
-        "scalar",
-        "--input",
-        p(&d.join("src.bin")),
-        "--scales",
-        p(&d.join("scales.bin")),
-        "--zps",
-        p(&d.join("zps.bin")),
-        "--output",
-        p(&out),
-    ]));
+    assert_ok(&dq_run(
+        "--op axes --src-type s32 --dst-type f64 --shape scalar",
+        &[
+            ("--input", &d.join("src.bin")),
+            ("--scales", &d.join("scales.bin")),
+            ("--zps", &d.join("zps.bin")),
+            ("--output", &out),
+        ],
+    ));
     let (header, data) = read_npy(&out);
     assert!(
         header.contains("'descr': '<f8'") && header.contains("'shape': ()"),
@@ -429,37 +369,15 @@ fn run_strided_src_and_dst_and_4bit_groups() {
     std::fs::write(d.join("scales.bin"), bytemuck::cast_slice::<_, u8>(&scales)).unwrap();
     std::fs::write(d.join("zps.bin"), [0xf3u8]).unwrap(); // zp 3, padding nibble f
     let out = d.join("out.bin");
-    assert_ok(&dq(&[
-        "run",
-        "--op",
-        "dynamic",
-        "--src-type",
-        "u4",
-        "--dst-type",
-        "bf16",
-        "--shape",
-        "3x5",
-        "--qtype",
-        "per_group",
-        "--group-shape",
-        "1x2",
-        "--src-strides",
-        "1x3",
-        "--dst-strides",
-        "1x3",
-        "--input",
-        p(&d.join("src.bin")),
-        "--scales",
-        p(&d.join("scales.bin")),
-        "--zps",
-        p(&d.join("zps.bin")),
-        "--zps-type",
-        "u4",
-        "--threads",
-        "2",
-        "--output",
-        p(&out),
-    ]));
+    assert_ok(&dq_run(
+        "--op dynamic --src-type u4 --dst-type bf16 --shape 3x5 --qtype per_group --group-shape 1x2 --src-strides 1x3 --dst-strides 1x3 --zps-type u4 --threads 2",
+        &[
+            ("--input", &d.join("src.bin")),
+            ("--scales", &d.join("scales.bin")),
+            ("--zps", &d.join("zps.bin")),
+            ("--output", &out),
+        ],
+    ));
     let mut want = vec![half::bf16::ZERO; 15];
     dq::dequantize(
         &DynamicDequantize::per_group(vec![1, 2]).into(),
@@ -483,23 +401,14 @@ fn zero_sized_shape_writes_an_empty_output() {
     std::fs::write(d.join("src.bin"), []).unwrap();
     std::fs::write(d.join("scales.bin"), 1.0f32.to_le_bytes()).unwrap();
     let out = d.join("out.npy");
-    assert_ok(&dq(&[
-        "run",
-        "--op",
-        "dynamic",
-        "--src-type",
-        "s8",
-        "--dst-type",
-        "f32",
-        "--shape",
-        "0x3",
-        "--input",
-        p(&d.join("src.bin")),
-        "--scales",
-        p(&d.join("scales.bin")),
-        "--output",
-        p(&out),
-    ]));
+    assert_ok(&dq_run(
+        "--op dynamic --src-type s8 --dst-type f32 --shape 0x3",
+        &[
+            ("--input", &d.join("src.bin")),
+            ("--scales", &d.join("scales.bin")),
+            ("--output", &out),
+        ],
+    ));
     let (header, data) = read_npy(&out);
     assert!(header.contains("'shape': (0, 3)"), "{header}");
     assert!(data.is_empty());

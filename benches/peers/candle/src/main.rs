@@ -5,6 +5,10 @@
 //!
 //! GB/s = (block bytes + f32 bytes) / median time. Usage:
 //! `dq-peer-candle [--min-time SECONDS] [--json] [--elements N]`.
+//!
+//! `dq-peer-candle --write-model FILE [--gb G]` instead writes a GGUF of about G GB
+//! (default 1) of 4096x4096 tensors quantized by candle, cycling Q4_K, Q6_K, Q8_0,
+//! Q4_0, Q5_K (a llama.cpp-like mix), for timing `dq convert` against `cp`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -34,6 +38,11 @@ fn main() {
     let min_time = Duration::from_secs_f64(flag("--min-time").map_or(0.5, |s| s.parse().unwrap()));
     let n: usize = flag("--elements").map_or(4096 * 4096, |s| s.parse().unwrap());
     let json = args.iter().any(|a| a == "--json");
+    if let Some(path) = flag("--write-model") {
+        let gb: f64 = flag("--gb").map_or(1.0, |s| s.parse().unwrap());
+        write_model(&path, gb, n).expect("writing the model file");
+        return;
+    }
     let xs = floats(n);
     let mut ys = vec![0f32; n];
     let memcpy = memcpy_gbps(n * 4, min_time);
@@ -158,6 +167,72 @@ fn gguf(id: u32, n: usize, data: &[u8]) -> Vec<u8> {
     f.resize(f.len().next_multiple_of(32), 0);
     f.extend_from_slice(data);
     f
+}
+
+/// The block bytes of `xs` quantized by candle as type `T`.
+fn quantize<T: GgmlType>(xs: &[f32]) -> Vec<u8> {
+    let mut blocks = vec![T::zeros(); xs.len() / T::BLCK_SIZE];
+    T::from_float(xs, &mut blocks);
+    // SAFETY: as in `row`: `#[repr(C)]` plain data, the slice covers the Vec's blocks.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            blocks.as_ptr().cast::<u8>(),
+            std::mem::size_of_val(&blocks[..]),
+        )
+    };
+    bytes.to_vec()
+}
+
+/// Writes a GGUF v3 of about `gb` GB: tensors `blk.{i}.weight` of `n` elements.
+fn write_model(path: &str, gb: f64, n: usize) -> std::io::Result<()> {
+    use std::io::Write;
+    let xs = floats(n);
+    let kinds: [(u32, fn(&[f32]) -> Vec<u8>); 5] = [
+        (12, quantize::<BlockQ4K>),
+        (14, quantize::<BlockQ6K>),
+        (8, quantize::<BlockQ8_0>),
+        (2, quantize::<BlockQ4_0>),
+        (13, quantize::<BlockQ5K>),
+    ];
+    let datas: Vec<(u32, Vec<u8>)> = kinds.iter().map(|(id, q)| (*id, q(&xs))).collect();
+    let (mut total, mut order) = (0usize, Vec::new());
+    while (total as f64) < gb * 1e9 {
+        let k = order.len() % datas.len();
+        total += datas[k].1.len().next_multiple_of(32);
+        order.push(k);
+    }
+    let cols = 4096.min(n) as u64;
+    let mut head = b"GGUF".to_vec();
+    head.extend(3u32.to_le_bytes());
+    head.extend((order.len() as u64).to_le_bytes());
+    head.extend(0u64.to_le_bytes());
+    let mut offset = 0u64;
+    for (i, &k) in order.iter().enumerate() {
+        let name = format!("blk.{i}.weight");
+        head.extend((name.len() as u64).to_le_bytes());
+        head.extend(name.as_bytes());
+        head.extend(2u32.to_le_bytes());
+        head.extend(cols.to_le_bytes());
+        head.extend((n as u64 / cols).to_le_bytes());
+        head.extend(datas[k].0.to_le_bytes());
+        head.extend(offset.to_le_bytes());
+        offset += datas[k].1.len().next_multiple_of(32) as u64;
+    }
+    head.resize(head.len().next_multiple_of(32), 0);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    f.write_all(&head)?;
+    for &k in &order {
+        let d = &datas[k].1;
+        f.write_all(d)?;
+        f.write_all(&vec![0u8; d.len().next_multiple_of(32) - d.len()])?;
+    }
+    f.flush()?;
+    println!(
+        "wrote {path}: {} tensors, {} bytes of blocks",
+        order.len(),
+        offset
+    );
+    Ok(())
 }
 
 /// Median seconds of `f`, repeated for at least `min` (and at least 5 times).
