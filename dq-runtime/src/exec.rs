@@ -18,7 +18,7 @@ use crate::tensor::{Tensor, TensorDesc, TensorMut};
 
 /// A backend: computes any range of a validated [`Job`]'s elements.
 pub trait Kernel: Sync {
-    /// The choice that selects it ([`Backend::Auto`] is a choice, never a kernel's).
+    /// The choice that selects it ([`Backend::Auto`] only for `auto`'s [`Race`](crate::backend::Race)).
     fn backend(&self) -> Backend;
 
     /// Its name for messages (by default its [`backend`](Self::backend)'s: `reference`,
