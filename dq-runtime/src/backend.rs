@@ -144,8 +144,13 @@ impl Backends {
     /// What `auto` has settled on for `plan`: `None` while its kernels race (or
     /// before it was selected).
     pub fn auto_choice(&self, plan: &Plan) -> Option<&'static dyn Kernel> {
+        self.race(plan).and_then(Race::winner)
+    }
+
+    /// `auto`'s race for `plan`, when one was started.
+    pub fn race(&self, plan: &Plan) -> Option<&'static Race> {
         let races = self.races.lock().unwrap_or_else(|e| e.into_inner());
-        races.get(plan).and_then(|r| r.winner())
+        races.get(plan).copied()
     }
 
     fn auto(&self, plan: &Plan) -> &'static dyn Kernel {
