@@ -229,7 +229,10 @@ mod tests {
         }
         let chosen = backends.select(Backend::Auto, &small).unwrap();
         assert!(core::ptr::addr_eq(chosen, &B));
-        assert!(core::ptr::addr_eq(backends.auto_choice(&small).unwrap(), &B));
+        assert!(core::ptr::addr_eq(
+            backends.auto_choice(&small).unwrap(),
+            &B
+        ));
         let chosen = backends.select(Backend::Auto, &large).unwrap();
         assert!(core::ptr::addr_eq(chosen, &A));
     }

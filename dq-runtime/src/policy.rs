@@ -198,7 +198,10 @@ mod tests {
         assert_eq!(store_for(101), StoreStrategy::Plain);
         assert_eq!(store_for(half + 1), StoreStrategy::NonTemporal);
         set_large_store(StoreStrategy::DEFAULT);
-        assert_eq!(large_store_choice(), (StoreStrategy::DEFAULT, StoreSource::Set));
+        assert_eq!(
+            large_store_choice(),
+            (StoreStrategy::DEFAULT, StoreSource::Set)
+        );
     }
 
     #[test]

@@ -247,10 +247,11 @@ fn auto_line(auto: &Value) -> String {
     let kernel = auto["kernel"].as_str().unwrap_or("still racing");
     match auto["ps_per_element"].as_object() {
         Some(t) => {
-            let t: Vec<String> = (t.iter())
-                .map(|(k, v)| format!("{k} {v} ps"))
-                .collect();
-            format!("{kernel} (raced; fastest call per element: {})", t.join(", "))
+            let t: Vec<String> = (t.iter()).map(|(k, v)| format!("{k} {v} ps")).collect();
+            format!(
+                "{kernel} (raced; fastest call per element: {})",
+                t.join(", ")
+            )
         }
         None => format!("{kernel} (the only kernel that pays)"),
     }
