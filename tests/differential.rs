@@ -236,24 +236,32 @@ fn large_cases() -> Vec<Case> {
 fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
     let mut rng = Rng::new(77);
     let _natural = default_chunks();
-    for case in large_cases() {
-        let n = case.numel();
-        assert!(dq::exec::split(n, 2).len() > 1, "{n} elements do not split");
-        let want = case.run(reference()).expect("run");
-        for v in backend_variants() {
-            for threads in THREADS {
-                let got = case.run_parallel(v.kernel, threads).expect("run_parallel");
-                assert_bits(&case, &got, &want, &format!("{} {threads} threads", v.name));
-            }
-            for _ in 0..3 {
-                let cuts: Vec<u32> = (0..1 + rng.below(7))
-                    .map(|_| rng.next_u64() as u32)
-                    .collect();
-                let got = case.run_split(v.kernel, &split_ranges(n, &cuts));
-                assert_bits(&case, &got, &want, &format!("{} cut at {cuts:?}", v.name));
+    // With the measured split (the probe, then as many threads as pay), then split
+    // over every thread whatever the measurement says (it may keep a fast kernel's
+    // 150k elements on one thread).
+    for forced in [false, true] {
+        dq::exec::force_split(forced);
+        for case in large_cases() {
+            let n = case.numel();
+            assert!(dq::exec::split(n, 2).len() > 1, "{n} elements do not split");
+            let want = case.run(reference()).expect("run");
+            for v in backend_variants() {
+                for threads in THREADS {
+                    let got = case.run_parallel(v.kernel, threads).expect("run_parallel");
+                    let what = format!("{} {threads} threads, forced {forced}", v.name);
+                    assert_bits(&case, &got, &want, &what);
+                }
+                for _ in 0..3 {
+                    let cuts: Vec<u32> = (0..1 + rng.below(7))
+                        .map(|_| rng.next_u64() as u32)
+                        .collect();
+                    let got = case.run_split(v.kernel, &split_ranges(n, &cuts));
+                    assert_bits(&case, &got, &want, &format!("{} cut at {cuts:?}", v.name));
+                }
             }
         }
     }
+    dq::exec::force_split(false);
     for v in backend_variants() {
         ran(&format!(
             "parallel splits at 1, 2, 3, 7 threads: {}",

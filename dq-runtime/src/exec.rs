@@ -3,20 +3,22 @@
 
 use core::marker::PhantomData;
 use core::ops::Range;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result, Role};
 use crate::plan::Plan;
+use crate::policy;
 use crate::tensor::{Tensor, TensorDesc, TensorMut};
 
 /// A backend: computes any range of a validated [`Job`]'s elements.
 pub trait Kernel: Sync {
-    /// The choice that selects it ([`Backend::Auto`] is a choice, never a kernel's).
+    /// The choice that selects it ([`Backend::Auto`] only for `auto`'s [`Race`](crate::backend::Race)).
     fn backend(&self) -> Backend;
 
     /// Its name for messages (by default its [`backend`](Self::backend)'s: `reference`,
@@ -283,8 +285,13 @@ impl<'a> Job<'a> {
         self.run_range(kernel, 0..self.plan.numel())
     }
 
-    /// Runs `kernel` over every element on `threads` threads (a cached rayon pool).
-    /// The result is bit-identical to [`run`](Self::run).
+    /// Runs `kernel` over every element on up to `threads` threads (a cached rayon
+    /// pool). The result is bit-identical to [`run`](Self::run).
+    ///
+    /// The first [`PROBE`] elements run on the caller's thread, timed; the rest is
+    /// split over as many threads as [`policy::threads_for`] says pay for waking
+    /// them (the pool's wake-up measured once per pool), so a split is never
+    /// slower than one thread by more than noise; one thread runs the rest itself.
     ///
     /// # Errors
     /// [`Error::ZeroThreads`], or the kernel's refusal.
@@ -293,28 +300,47 @@ impl<'a> Job<'a> {
             return Err(Error::ZeroThreads);
         }
         kernel.supports(self.plan)?;
-        let chunks = split(self.plan.numel(), threads);
-        // More threads than chunks would idle; bounding the pool by the work also
-        // bounds what a huge requested count can spawn.
-        let threads = threads.min(chunks.len());
-        if threads <= 1 {
+        let n = self.plan.numel();
+        if threads == 1 || n == 0 {
             return self.run(kernel);
         }
-        match pool(threads) {
-            Some(pool) => {
-                let job = &*self;
-                pool.install(|| {
-                    chunks.into_par_iter().for_each(|r| {
-                        // SAFETY: the chunks of `split` are disjoint and inside the
-                        // plan, `supports` said yes, and `&mut self` keeps every other
-                        // run of this job out while these last.
-                        unsafe { kernel.run(job, r) }
-                    });
-                });
-            }
-            // No threads to be had: the same bits on the caller's thread.
-            None => return self.run(kernel),
+        let forced =
+            FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
+        let (start, ns) = if forced {
+            (0, f64::INFINITY)
+        } else {
+            let probe = PROBE.min(n);
+            let t = Instant::now();
+            // SAFETY: `0..probe` is inside the plan, `supports` said yes, and
+            // `&mut self` keeps every other run of this job out while this lasts.
+            unsafe { kernel.run(self, 0..probe) };
+            (probe, t.elapsed().as_nanos() as f64 / probe as f64)
+        };
+        let rest = n - start;
+        // More threads than chunks would idle; bounding the pool by the work also
+        // bounds what a huge requested count can spawn.
+        let mut threads = threads.min(split(rest, threads).len());
+        if !forced && threads > 1 {
+            let wake = pool(threads).map_or(f64::INFINITY, |(_, wake)| wake);
+            threads = policy::threads_for(rest, ns, wake, threads);
         }
+        let pool = (threads > 1).then(|| pool(threads)).flatten();
+        let Some((pool, _)) = pool else {
+            // One thread, or no threads to be had: the same bits on this thread.
+            return self.run_range(kernel, start..n);
+        };
+        let chunks: Vec<_> = (split(rest, threads).into_iter())
+            .map(|r| r.start + start..r.end + start)
+            .collect();
+        let job = &*self;
+        pool.install(|| {
+            chunks.into_par_iter().for_each(|r| {
+                // SAFETY: the chunks of `split`, moved past the probe, are disjoint
+                // and inside the plan, `supports` said yes, and `&mut self` keeps
+                // every other run of this job out while these last.
+                unsafe { kernel.run(job, r) }
+            })
+        });
         Ok(())
     }
 
@@ -420,13 +446,29 @@ impl<'j, 'a> JobPart<'j, 'a> {
 /// Smallest chunk worth a task, in elements.
 const MIN_CHUNK: usize = 1 << 15;
 
+/// Elements [`Job::run_parallel`] runs and times on the caller's thread before
+/// choosing how many threads the rest pays for.
+pub const PROBE: usize = 1 << 14;
+
+/// Whether [`force_split`] is on.
+static FORCED_SPLIT: AtomicBool = AtomicBool::new(false);
+
+/// Test hook: [`Job::run_parallel`] splits over every requested thread whatever
+/// the work's measured cost (no probe), for the whole process; `false` restores
+/// the measured choice. Results are the same bits either way.
+#[doc(hidden)]
+pub fn force_split(on: bool) {
+    FORCED_SPLIT.store(on, Ordering::Relaxed);
+}
+
 /// The chunk length [`force_chunk`] set for the process (0: none).
 static FORCED_CHUNK: AtomicUsize = AtomicUsize::new(0);
 
 /// Test hook: [`split`] (so [`Job::run_parallel`], whatever the backend) cuts
 /// chunks of exactly `elements` for the whole process, any length, 64-multiple or
-/// not, so parallel runs split at every size; `None` restores the default. Results
-/// are the same bits either way.
+/// not, so parallel runs split at every size, over every requested thread (no
+/// probe, as [`force_split`]); `None` restores the default. Results are the same
+/// bits either way.
 #[doc(hidden)]
 pub fn force_chunk(elements: Option<usize>) {
     FORCED_CHUNK.store(elements.unwrap_or(0), Ordering::Relaxed);
@@ -444,10 +486,12 @@ pub fn split(n: usize, threads: usize) -> Vec<Range<usize>> {
     (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect()
 }
 
-/// A rayon pool with `threads` threads, built once per count; `None` when the
-/// threads cannot be created.
-fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+/// A rayon pool with `threads` threads and its wake-up cost in ns (the median of
+/// a few timed empty dispatches to every thread, after idling), built and timed
+/// once per count; `None` when the threads cannot be created.
+fn pool(threads: usize) -> Option<(Arc<rayon::ThreadPool>, f64)> {
+    type Pools = HashMap<usize, (Arc<rayon::ThreadPool>, f64)>;
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
     let mut pools = POOLS
         .get_or_init(Default::default)
         .lock()
@@ -460,7 +504,27 @@ fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
         .thread_name(|i| format!("dq-worker-{i}"))
         .build()
         .ok()?;
-    Some(pools.entry(threads).or_insert(Arc::new(p)).clone())
+    let wake = wake_ns(&p);
+    Some(pools.entry(threads).or_insert((Arc::new(p), wake)).clone())
+}
+
+/// Empty dispatches timed by [`wake_ns`].
+const WAKE_SAMPLES: usize = 5;
+
+/// The median time of an empty dispatch to every thread of `pool` after its
+/// threads have gone idle, in ns.
+fn wake_ns(pool: &rayon::ThreadPool) -> f64 {
+    pool.broadcast(|_| ());
+    let mut t: Vec<u128> = (0..WAKE_SAMPLES)
+        .map(|_| {
+            std::thread::sleep(Duration::from_micros(300));
+            let start = Instant::now();
+            pool.broadcast(|_| ());
+            start.elapsed().as_nanos()
+        })
+        .collect();
+    t.sort_unstable();
+    t[WAKE_SAMPLES / 2] as f64
 }
 
 #[cfg(test)]
@@ -547,6 +611,19 @@ mod tests {
         assert_eq!(split(5, 1), vec![Range { start: 0, end: 5 }]);
         force_chunk(None);
         assert_eq!(split(20, 2), vec![Range { start: 0, end: 20 }]);
+    }
+
+    #[test]
+    fn measured_runs_cover_the_probe_and_the_rest() {
+        let r = Reference::default();
+        for n in [PROBE - 1, PROBE, PROBE + 1, 5 * PROBE + 7] {
+            let (_, whole) = with_job(n, |job| job.run(&r).unwrap());
+            assert_eq!(whole[n - 1], ((n - 1) as i8) as f32 * 0.5);
+            for threads in [2, 3, usize::MAX] {
+                let (_, par) = with_job(n, |job| job.run_parallel(&r, threads).unwrap());
+                assert!(whole == par, "{n} elements, {threads} threads");
+            }
+        }
     }
 
     #[test]

@@ -4,8 +4,13 @@
 //! Results are the same bits whatever these choose; only speed differs.
 
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use crate::arch;
+
+mod calibrate;
+
+pub use calibrate::{calibrate, choose as choose_store};
 
 /// Shortest constant-parameter 4-bit segment (elements) worth computing a 16-entry
 /// table for; shorter ones are computed element by element.
@@ -32,11 +37,11 @@ impl StoreStrategy {
         StoreStrategy::NonTemporal,
     ];
 
-    /// The strategy for large outputs unless set otherwise: prefetching. On the
-    /// machine dq is tuned on (a 2-vCPU Sapphire Rapids VM) one thread's
-    /// non-temporal stores reach less bandwidth than ordinary stores with their
-    /// line reads: 16M s8 -> f32 per channel took 15.5 ms streamed, 11.4 ms with
-    /// ordinary stores and 9.2 ms with prefetching (BENCHMARKS.md).
+    /// The strategy the calibration keeps on a tie: prefetching. On a 2-vCPU
+    /// Sapphire Rapids VM one thread's non-temporal stores reach less bandwidth
+    /// than ordinary stores with their line reads: 16M s8 -> f32 per channel took
+    /// 15.5 ms streamed, 11.4 ms with ordinary stores and 9.2 ms with prefetching
+    /// (BENCHMARKS.md); on AMD EPYC (Zen) non-temporal stores win.
     pub const DEFAULT: StoreStrategy = StoreStrategy::Prefetch;
 
     /// The `DQ_STORE` spelling.
@@ -54,24 +59,56 @@ impl StoreStrategy {
     }
 }
 
+/// How the strategy for large outputs in force was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreSource {
+    /// `DQ_STORE` (or `DQ_STREAM`).
+    Env,
+    /// [`set_large_store`].
+    Set,
+    /// Timed on this machine at first use: median ns of one calibration write per
+    /// strategy, in [`StoreStrategy::ALL`] order (see [`calibrate`]).
+    Measured {
+        /// The times.
+        ns: [u64; 3],
+    },
+}
+
 /// The strategy for outputs larger than half the last-level cache, for the whole
 /// process: [`set_large_store`], else `DQ_STORE=plain|prefetch|nontemporal`
-/// (`DQ_STREAM=1` or `on` is the older spelling of `nontemporal`), read once,
-/// else [`StoreStrategy::DEFAULT`].
+/// (`DQ_STREAM=1` or `on` is the older spelling of `nontemporal`), read once, else
+/// the fastest on this machine, timed once at first use ([`calibrate`]).
 pub fn large_store() -> StoreStrategy {
-    if let Some(&s) = StoreStrategy::ALL.get(LARGE_STORE.load(Ordering::Relaxed) as usize) {
-        return s;
+    match StoreStrategy::ALL.get(LARGE_STORE.load(Ordering::Relaxed) as usize) {
+        Some(&s) => s,
+        None => large_store_choice().0,
     }
-    let s = from_env().unwrap_or(StoreStrategy::DEFAULT);
-    // A racing `set_large_store` wins.
-    let _ = LARGE_STORE.compare_exchange(UNSET, s as u8, Ordering::Relaxed, Ordering::Relaxed);
-    StoreStrategy::ALL[LARGE_STORE.load(Ordering::Relaxed) as usize]
+}
+
+/// [`large_store`] and how it was chosen (choosing it now if nothing has yet).
+pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
+    let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
+    let how = *source.get_or_insert_with(|| {
+        let (s, how) = match from_env() {
+            Some(s) => (s, StoreSource::Env),
+            None => {
+                let ns = calibrate::calibrate();
+                (calibrate::choose(ns), StoreSource::Measured { ns })
+            }
+        };
+        LARGE_STORE.store(s as u8, Ordering::Relaxed);
+        how
+    });
+    let s = StoreStrategy::ALL[LARGE_STORE.load(Ordering::Relaxed) as usize];
+    (s, how)
 }
 
 /// Sets the strategy for large outputs for the whole process (overrides the
-/// environment).
+/// environment and the measurement).
 pub fn set_large_store(s: StoreStrategy) {
+    let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     LARGE_STORE.store(s as u8, Ordering::Relaxed);
+    *source = Some(StoreSource::Set);
 }
 
 /// The strategy for a whole output of `bytes`: [`large_store`] when it is larger
@@ -88,6 +125,22 @@ pub fn store_for(bytes: usize) -> StoreStrategy {
     }
 }
 
+/// A thread is woken only when its share of the work takes at least this many
+/// times the pool's measured wake-up and join.
+pub const WAKE_MULTIPLE: f64 = 2.0;
+
+/// How many of `threads` threads to split `elements` over, given the kernel's
+/// measured `ns_per_element` on one thread and the pool's measured `wake_ns` (an
+/// empty dispatch): the most threads whose shares each take at least
+/// [`WAKE_MULTIPLE`] wake-ups, else 1, so a split never costs more than it saves.
+pub fn threads_for(elements: usize, ns_per_element: f64, wake_ns: f64, threads: usize) -> usize {
+    let work = elements as f64 * ns_per_element;
+    (2..=threads)
+        .rev()
+        .find(|&t| work / t as f64 >= WAKE_MULTIPLE * wake_ns)
+        .unwrap_or(1)
+}
+
 /// Test hook: outputs larger than `bytes` (not half the last-level cache) count as
 /// large in [`store_for`] for the whole process, so the large-output store paths
 /// run on small tests; `None` restores the default.
@@ -99,9 +152,11 @@ pub fn set_large_output(bytes: Option<usize>) {
 /// The [`set_large_output`] threshold, `usize::MAX` when unset.
 static LARGE_OUTPUT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// [`StoreStrategy`] as u8, or `UNSET` before the environment is read.
-static LARGE_STORE: AtomicU8 = AtomicU8::new(UNSET);
-const UNSET: u8 = u8::MAX;
+/// [`StoreStrategy`] as u8, or `u8::MAX` before it is chosen.
+static LARGE_STORE: AtomicU8 = AtomicU8::new(u8::MAX);
+
+/// How [`LARGE_STORE`] was chosen; `None` before it is. Held while choosing.
+static SOURCE: Mutex<Option<StoreSource>> = Mutex::new(None);
 
 fn from_env() -> Option<StoreStrategy> {
     if let Ok(v) = std::env::var("DQ_STORE") {
@@ -143,5 +198,29 @@ mod tests {
         assert_eq!(store_for(101), StoreStrategy::Plain);
         assert_eq!(store_for(half + 1), StoreStrategy::NonTemporal);
         set_large_store(StoreStrategy::DEFAULT);
+        assert_eq!(
+            large_store_choice(),
+            (StoreStrategy::DEFAULT, StoreSource::Set)
+        );
+    }
+
+    #[test]
+    fn a_split_is_taken_only_when_each_share_pays_for_its_wake_up() {
+        // 1000 elements of 1 ns against a 100 ns wake-up: shares of 1000 / t ns pay
+        // while they are at least 200 ns, so up to 5 threads.
+        assert_eq!(threads_for(1000, 1.0, 100.0, 8), 5);
+        assert_eq!(threads_for(1000, 1.0, 100.0, 5), 5);
+        assert_eq!(threads_for(1000, 1.0, 100.0, 3), 3);
+        assert_eq!(threads_for(1000, 1.0, 100.0, 1), 1);
+        // Work of one wake-up: never split.
+        assert_eq!(threads_for(1000, 0.1, 100.0, 2), 1);
+        // Exactly two wake-ups per share at 2 threads: split.
+        assert_eq!(threads_for(400, 1.0, 100.0, 2), 2);
+        assert_eq!(threads_for(399, 1.0, 100.0, 2), 1);
+        // 256x256 at 0.03 ns an element against a 10 us wake-up: one thread.
+        assert_eq!(threads_for(65536, 0.03, 10_000.0, 2), 1);
+        // 4096x4096 at the same rate: both threads.
+        assert_eq!(threads_for(1 << 24, 0.03, 10_000.0, 2), 2);
+        assert_eq!(threads_for(0, 1.0, 0.0, 4), 4);
     }
 }

@@ -143,6 +143,9 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         row.samples = s;
     }
     let case_json = case_json(&flags, &plan, a, case.src.data.len(), dst_bytes);
+    let auto = (kernels.iter().find(|(_, k)| k.backend() == Backend::Auto))
+        .map(|_| auto_json(backends, &plan));
+    let machine = machine_json(dst_bytes);
     if a.json {
         let report = json!({
             "case": case_json,
@@ -157,12 +160,101 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             })).collect::<Vec<_>>(),
             "paired_base": rows[0].backend,
             "jit_compile_us": jit_compile_us,
+            "auto": auto,
+            "machine": machine,
         });
         println!("{report}");
     } else {
+        print_machine(&machine);
         print_table(&case_json, &rows, jit_compile_us);
+        if let Some(auto) = &auto {
+            println!("auto: {}", auto_line(auto));
+        }
     }
     Ok(())
+}
+
+/// The CPU model (from /proc/cpuinfo) and the store strategy in force for outputs
+/// as large as `dst_bytes`, with how it was chosen.
+fn machine_json(dst_bytes: usize) -> Value {
+    use dq::policy::{self, StoreSource, StoreStrategy};
+    let (large, source) = policy::large_store_choice();
+    let (how, ns) = match source {
+        StoreSource::Env => ("env", None),
+        StoreSource::Set => ("set", None),
+        StoreSource::Measured { ns } => ("measured", Some(ns)),
+    };
+    let measured = ns.map(|ns| {
+        (StoreStrategy::ALL.iter().zip(ns))
+            .map(|(s, t)| (s.name().to_string(), json!(t)))
+            .collect::<serde_json::Map<_, _>>()
+    });
+    json!({
+        "cpu": cpu_model(),
+        "llc_bytes": dq::arch::llc_bytes(),
+        "large_store": large.name(),
+        "large_store_source": how,
+        "large_store_ns_per_4mib": measured,
+        "store_for_this_output": policy::store_for(dst_bytes).name(),
+    })
+}
+
+/// The `model name` line of /proc/cpuinfo, or "unknown".
+fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    (info.lines())
+        .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+        .map_or("unknown".into(), |(_, m)| m.trim().to_string())
+}
+
+fn print_machine(m: &Value) {
+    let s = |k: &str| m[k].as_str().unwrap_or("?").to_string();
+    println!("cpu: {}", s("cpu"));
+    let how = match m["large_store_ns_per_4mib"].as_object() {
+        Some(ns) => {
+            let t: Vec<String> = (ns.iter())
+                .map(|(k, v)| format!("{k} {:.0} us", v.as_f64().unwrap_or(0.0) / 1e3))
+                .collect();
+            format!("measured per 4 MiB: {}", t.join(", "))
+        }
+        None => s("large_store_source"),
+    };
+    println!(
+        "store: {} for outputs over {} MiB ({how}); this output: {}",
+        s("large_store"),
+        m["llc_bytes"].as_u64().unwrap_or(0) / 2 / (1 << 20),
+        s("store_for_this_output"),
+    );
+}
+
+/// What `auto` chose for `plan`, and the race's times when it raced.
+fn auto_json(backends: &dq::Backends, plan: &Plan) -> Value {
+    let Some(race) = backends.race(plan) else {
+        let k = backends.select(Backend::Auto, plan).ok();
+        return json!({ "kernel": k.map(|k| k.name()), "raced": false });
+    };
+    let times: serde_json::Map<_, _> = (race.kernels().iter().zip(race.times()))
+        .map(|(k, t)| (k.name().to_string(), json!(t)))
+        .collect();
+    json!({
+        "kernel": race.winner().map(|k| k.name()),
+        "raced": true,
+        "ps_per_element": times,
+    })
+}
+
+fn auto_line(auto: &Value) -> String {
+    let kernel = auto["kernel"].as_str().unwrap_or("still racing");
+    match auto["ps_per_element"].as_object() {
+        Some(t) => {
+            let t: Vec<String> = (t.iter()).map(|(k, v)| format!("{k} {v} ps")).collect();
+            format!(
+                "{kernel} (raced; fastest call per element: {})",
+                t.join(", ")
+            )
+        }
+        None => format!("{kernel} (the only kernel that pays)"),
+    }
 }
 
 /// A compiling backend's (the JIT's) compile time since `before`, in microseconds;

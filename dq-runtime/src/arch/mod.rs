@@ -175,6 +175,21 @@ pub fn stream_fence() {
     }
 }
 
+/// Hints that the line holding `p` will be written soon (the store calibration's
+/// prefetch). Any address is allowed: a prefetch never faults and `p` is not
+/// dereferenced.
+pub fn prefetch_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is baseline on x86-64; a prefetch does not access memory
+    // architecturally (no fault, whatever the address).
+    unsafe {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Size of the last-level cache in bytes (32 MiB when it cannot be read).
 pub fn llc_bytes() -> usize {
     static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -1,0 +1,148 @@
+//! `auto`'s choice by speed: the real calls of one plan run on each candidate
+//! kernel in turn, timed, until each has run [`Race::ROUNDS`] times; the fastest per
+//! element is the plan's kernel from then on.
+
+use core::ops::Range;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::exec::{Job, Kernel, KernelStats};
+use crate::plan::Plan;
+
+/// Kernels racing for one plan; itself a kernel that runs each call on one of them.
+pub struct Race {
+    kernels: Vec<&'static dyn Kernel>,
+    /// Per kernel: the fastest timed call, in picoseconds per element
+    /// (`u64::MAX` before any).
+    best: Vec<AtomicU64>,
+    /// Per kernel: timed calls so far.
+    timed: Vec<AtomicUsize>,
+    /// Calls so far (which kernel runs next).
+    calls: AtomicUsize,
+    /// The winner's index once chosen, else `usize::MAX`.
+    winner: AtomicUsize,
+}
+
+impl Race {
+    /// Timed calls each kernel gets (the fastest of them counts).
+    pub const ROUNDS: usize = 3;
+
+    /// A race between `kernels` (at least one), none timed yet.
+    pub fn new(kernels: Vec<&'static dyn Kernel>) -> Race {
+        let n = kernels.len();
+        Race {
+            kernels,
+            best: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            timed: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            calls: AtomicUsize::new(0),
+            winner: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// The kernels racing.
+    pub fn kernels(&self) -> &[&'static dyn Kernel] {
+        &self.kernels
+    }
+
+    /// The fastest timed call of each kernel so far, in picoseconds per element
+    /// (`None` before any).
+    pub fn times(&self) -> Vec<Option<u64>> {
+        (self.best.iter())
+            .map(|b| Some(b.load(Ordering::Relaxed)).filter(|&t| t != u64::MAX))
+            .collect()
+    }
+
+    /// Records a call of kernel `i` that took `ps_per_element`; once every kernel
+    /// has [`ROUNDS`](Self::ROUNDS) calls, the fastest (the first on a tie) wins.
+    pub fn record(&self, i: usize, ps_per_element: u64) {
+        self.best[i].fetch_min(ps_per_element, Ordering::Relaxed);
+        self.timed[i].fetch_add(1, Ordering::Relaxed);
+        let done = (self.timed.iter()).all(|t| t.load(Ordering::Relaxed) >= Self::ROUNDS);
+        if done {
+            let best = (0..self.kernels.len())
+                .min_by_key(|&k| self.best[k].load(Ordering::Relaxed))
+                .unwrap_or(0);
+            self.winner.store(best, Ordering::Relaxed);
+        }
+    }
+
+    /// The winning kernel, once chosen.
+    pub fn winner(&self) -> Option<&'static dyn Kernel> {
+        self.kernels
+            .get(self.winner.load(Ordering::Relaxed))
+            .copied()
+    }
+}
+
+impl Kernel for Race {
+    fn backend(&self) -> Backend {
+        Backend::Auto
+    }
+
+    fn supports(&self, plan: &Plan) -> Result<()> {
+        self.kernels.iter().try_for_each(|k| k.supports(plan))
+    }
+
+    unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
+        if let Some(k) = self.winner() {
+            // SAFETY: the caller's contract; `supports` said yes for every kernel.
+            return unsafe { k.run(job, range) };
+        }
+        let i = self.calls.fetch_add(1, Ordering::Relaxed) % self.kernels.len();
+        let len = range.len().max(1) as u128;
+        let t = Instant::now();
+        // SAFETY: as above.
+        unsafe { self.kernels[i].run(job, range) };
+        let ps = t.elapsed().as_nanos() * 1000 / len;
+        self.record(i, ps.min(u64::MAX as u128 - 1) as u64);
+    }
+
+    fn stats(&self) -> Option<KernelStats> {
+        self.kernels.iter().find_map(|k| k.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::Reference;
+
+    static A: Reference = Reference {
+        formula: &crate::formula::STANDARD,
+    };
+    static B: Reference = Reference {
+        formula: &crate::formula::STANDARD,
+    };
+
+    fn is(k: Option<&'static dyn Kernel>, want: &'static Reference) -> bool {
+        k.is_some_and(|k| core::ptr::addr_eq(k, want))
+    }
+
+    #[test]
+    fn the_faster_measured_kernel_wins_after_every_round() {
+        let race = Race::new(vec![&A, &B]);
+        // A: 500, 90, 300 ps an element; B: 100, 120, 110.
+        for (a, b) in [(500, 100), (90, 120)] {
+            race.record(0, a);
+            race.record(1, b);
+            assert!(race.winner().is_none(), "still racing");
+        }
+        race.record(0, 300);
+        assert!(race.winner().is_none(), "B has two calls");
+        race.record(1, 110);
+        assert!(is(race.winner(), &A), "A's fastest call, 90, beats B's 100");
+        assert_eq!(race.times(), [Some(90), Some(100)]);
+    }
+
+    #[test]
+    fn the_slower_first_kernel_loses() {
+        let race = Race::new(vec![&A, &B]);
+        for _ in 0..Race::ROUNDS {
+            race.record(0, 200);
+            race.record(1, 199);
+        }
+        assert!(is(race.winner(), &B));
+    }
+}
