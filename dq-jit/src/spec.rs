@@ -26,6 +26,10 @@ pub struct Spec {
     /// kernel then stores f32 and only runs through
     /// [`CompiledKernel::run`](crate::CompiledKernel::run).
     pub f16_blocks: bool,
+    /// 4-bit src to f16: each segment's 16-entry table is rounded by the host's f16
+    /// conversion instructions (F16C, exact), called from the kernel, when the JIT
+    /// allows host conversion and the host has them.
+    pub f16_tables: bool,
 }
 
 impl Deref for Spec {
@@ -73,11 +77,16 @@ impl Spec {
             && !lowering.src.is_float_src()
             && lowering.dst_dense
             && arch::f16_convert();
+        let f16_tables = f16_convert
+            && lowering.dst == DType::F16
+            && lowering.src.is_4bit()
+            && arch::f16_convert();
         Ok(Spec {
             formula,
             facts,
             lowering: lowering.clone(),
             f16_blocks,
+            f16_tables,
         })
     }
 
@@ -179,10 +188,9 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
         });
     };
     let quiet = !spec.facts.may_pass_signaling;
-    // Float src and e8m0 scales take the scalar path (codes decoded by table).
+    // Float src decodes in vector lanes; e8m0 scales are per segment (a scale per
+    // element takes the scalar path, see `emit_per_elem`).
     let vector = !f64_work
-        && !float_q
-        && spec.scales != DType::E8M0
         && !matches!(spec.src, DType::S32 | DType::S64)
         && fits(&vec, i32::MIN as i128, i32::MAX as i128);
     Ok(Analysis {

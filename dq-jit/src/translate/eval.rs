@@ -22,6 +22,8 @@ pub(super) enum Ints {
         fz: Value,
         k: Option<Value>,
     },
+    /// A float src's decoded values (F32X4; SPEC 10): `q` is a float operand.
+    Float(Value),
 }
 
 /// What an integer node of the formula is, as far as the translator knows.
@@ -104,10 +106,10 @@ impl<'a, 'f> Translator<'a, 'f> {
                 Val::I(_) => unreachable!("analysed: float operand"),
             };
             let x = match *node {
-                // A float src's value, decoded (SPEC 10; scalar code only).
+                // A float src's value, decoded (SPEC 10).
                 Node::Q if self.spec.src.is_float_src() => match ints {
-                    Ints::Plain { q, .. } => Val::F(q),
-                    Ints::Biased { .. } => unreachable!("float src takes the scalar path"),
+                    Ints::Plain { q, .. } | Ints::Float(q) => Val::F(q),
+                    Ints::Biased { .. } => unreachable!("float src is never biased"),
                 },
                 Node::Q | Node::Z | Node::IntSub(..) => {
                     let (a, b) = match *node {
@@ -145,7 +147,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// formulas where [`Int::biased_ok`] holds).
     fn int_value(&mut self, x: Int, ints: Ints) -> Value {
         let Ints::Plain { q, z } = ints else {
-            unreachable!("biased operands need no integer values")
+            unreachable!("biased and float operands need no integer values")
         };
         match x {
             Int::Q => q,
@@ -176,7 +178,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 None => fq,
             },
             (Int::QmZ, Ints::Biased { fq, fz, .. }) => self.b.ins().fsub(fq, fz),
-            (Int::Zero, Ints::Biased { .. }) => self.lit(0.0, wty),
+            (Int::Zero, Ints::Biased { .. } | Ints::Float(_)) => self.lit(0.0, wty),
             _ => {
                 let i = self.int_value(x, ints);
                 self.int_to_float(i, wty)

@@ -151,7 +151,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// A constant byte shuffle `pshufb(x, order)` (an index of 0x80 gives 0).
-    fn pshufb(&mut self, x: Value, order: impl IntoIterator<Item = u8>) -> Value {
+    pub(super) fn pshufb(&mut self, x: Value, order: impl IntoIterator<Item = u8>) -> Value {
         // Hoisted: a mask loaded in the loop costs more than the register.
         let m = self.vconst_bytes(order.into_iter().collect());
         self.b.ins().x86_pshufb(x, m)

@@ -260,8 +260,10 @@ impl<'a, 'f> Translator<'a, 'f> {
             Some(t) => matches!(t, DType::S8 | DType::U8),
         };
         let contiguous = inner.src_stride == 1 && inner.dst_stride == 1 && inner.scale_stride == 1;
+        // Vector scales are loaded as the dst dtype (e8m0 ones are decoded one at a time).
+        let s_ok = self.spec.scales != DType::E8M0;
         let params = Params::PerElem { base: run.scale };
-        if !(self.an.vector && z_ok && contiguous) {
+        if !(self.an.vector && z_ok && s_ok && contiguous) {
             self.emit_scalar_loop(j0, j1, run, params);
             return;
         }

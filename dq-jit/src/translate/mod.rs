@@ -20,12 +20,14 @@
 //! - [`vector`]: vector loops and steps (16 elements a step);
 //! - [`lane_loads`]: src, zero points and scales into vector lanes;
 //! - [`table`]: 4-bit table lookups;
+//! - [`float_src`]: float src codes decoded in vector lanes;
 //! - [`scalar`]: one element at a time (tails, peels, non-vector code);
 //! - [`eval`]: the formula;
 //! - [`round`]: results to dst bits (f32, f16, bf16, f64) and their stores;
 //! - [`ops`]: small instruction helpers (folded arithmetic, constants, lane ops).
 
 mod eval;
+mod float_src;
 mod lane_loads;
 mod loops;
 mod ops;
@@ -146,7 +148,9 @@ impl<'a, 'f> Translator<'a, 'f> {
             consts: HashMap::new(),
             byte_consts: HashMap::new(),
             lut,
-            biased: lut == Lut::Pshufb && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
+            biased: lut == Lut::Pshufb
+                && !spec.src.is_float_src()
+                && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
             table: None,
             table_slot: None,
             local: None,

@@ -3,10 +3,23 @@
 //! stack slot); and f16 scales to f32.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Type, Value, types};
 use dq_runtime::DType;
 
 use super::{Translator, lanes, mem};
+
+/// Writes the f16 bits of the 16 f32 at `x` to `out` (nearest-even, NaNs quieted
+/// as F16C does: the rounding of [`Translator::round_f16`]), with the host's
+/// conversion instructions; kernels call it once per 4-bit table.
+///
+/// # Safety
+/// `x` is valid for reading 16 f32 (aligned), `out` for writing 32 bytes, and
+/// they do not overlap.
+unsafe extern "C" fn f16_of_16(out: *mut u8, x: *const f32) {
+    // SAFETY: the caller's contract: 16 readable f32 at `x`, 32 writable bytes at
+    // `out`, disjoint.
+    unsafe { dq_runtime::arch::f32_to_f16(out, core::slice::from_raw_parts(x, 16)) }
+}
 
 impl<'a, 'f> Translator<'a, 'f> {
     /// The byte address of output element `dof` (in elements of the kernel's
@@ -160,6 +173,26 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.switch_to_block(done);
         (0..4)
             .map(|k| self.b.ins().load(types::I32X4, mem(), addr, 16 * k))
+            .collect()
+    }
+
+    /// f16 bits of four F32X4 (16 values) by the host's F16C conversion, called
+    /// through [`f16_of_16`]: two I16X8 of the 16 f16 in order. Only under
+    /// [`Spec::f16_tables`](crate::spec::Spec::f16_tables).
+    pub(super) fn round_f16_host(&mut self, ys: [Value; 4]) -> Vec<Value> {
+        let addr = self.table_slot();
+        for (k, &y) in ys.iter().enumerate() {
+            self.b.ins().store(mem(), y, addr, 16 * k as i32);
+        }
+        let out = self.add_imm(addr, 64);
+        let mut sig = Signature::new(self.b.func.signature.call_conv);
+        sig.params = vec![AbiParam::new(types::I64); 2];
+        let sig = self.b.import_signature(sig);
+        let f: unsafe extern "C" fn(*mut u8, *const f32) = f16_of_16;
+        let callee = self.b.ins().iconst(types::I64, f as usize as i64);
+        self.b.ins().call_indirect(sig, callee, &[out, addr]);
+        (0..2)
+            .map(|k| self.b.ins().load(types::I16X8, mem(), out, 16 * k))
             .collect()
     }
 

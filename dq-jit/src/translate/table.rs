@@ -7,6 +7,7 @@ use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{Block, InstBuilder, StackSlotData, StackSlotKind, Value, types};
 use dq_runtime::DType;
+use dq_runtime::minifloat::f4_e2m1_to_f32;
 
 use super::eval::Ints;
 use super::lane_loads::{MAGIC, bias};
@@ -35,10 +36,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             inner.group.min(inner.len)
         };
-        self.spec.src.is_4bit()
-            && !self.spec.src.is_float_src()
-            && self.lut != Lut::None
-            && longest >= LUT_MIN
+        self.spec.src.is_4bit() && self.lut != Lut::None && longest >= LUT_MIN
     }
 
     /// True when a table segment's single elements (odd first nibble, tail) are
@@ -63,7 +61,14 @@ impl<'a, 'f> Translator<'a, 'f> {
                 let n = (4 * i + l) as i32;
                 if signed && n >= 8 { n - 16 } else { n }
             };
-            let ints = if self.biased && self.spec.zps.is_none() {
+            let ints = if self.spec.src.is_float_src() {
+                // f4_e2m1: entry n's value (no NaN codes).
+                let floats = (0..4).flat_map(|l| {
+                    let code = (4 * i + l) as u8;
+                    f4_e2m1_to_f32(code).to_bits().to_le_bytes()
+                });
+                Ints::Float(self.vconst_lanes(types::F32X4, floats.collect()))
+            } else if self.biased && self.spec.zps.is_none() {
                 // No zero point: entry n's float(q) itself (`k: None`).
                 let floats = (0..4).flat_map(|l| (n(l) as f32).to_bits().to_le_bytes());
                 let fq = self.vconst_lanes(types::F32X4, floats.collect());
@@ -89,6 +94,8 @@ impl<'a, 'f> Translator<'a, 'f> {
         // Entry n's bytes in element order, then regrouped by byte position.
         let bytes: Vec<Value> = if self.spec.out() == DType::F32 {
             ys.iter().map(|&y| self.f32_bits(y)).collect()
+        } else if self.spec.f16_tables {
+            self.round_f16_host(ys)
         } else {
             let h: Vec<Value> = if self.spec.dst == DType::F16 {
                 self.round_f16_looped(ys)
@@ -136,13 +143,13 @@ impl<'a, 'f> Translator<'a, 'f> {
         (planes, v)
     }
 
-    /// The address of the function's 64-byte stack slot (tables, and f16
-    /// rounding in a loop), created on first use.
+    /// The address of the function's 128-byte stack slot (tables, and f16
+    /// rounding in a loop or by the host), created on first use.
     pub(super) fn table_slot(&mut self) -> Value {
         if let Some(a) = self.table_slot {
             return a;
         }
-        let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
+        let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 128, 4);
         let slot = self.b.create_sized_stack_slot(data);
         let mut pos = FuncCursor::new(self.b.func).at_first_insertion_point(self.entry);
         let a = pos.ins().stack_addr(types::I64, slot, 0);

@@ -225,7 +225,12 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// backend then folds the load into the multiply) and each f32 result stored
     /// at once: fewer registers live, so no spills in per-element loops.
     pub(super) fn emit_vector_step(&mut self, sp: Value, dp: Value, s: Scales, z: [Value; 4]) {
-        let ints: [Ints; 4] = if self.biased {
+        let mut nan = None;
+        let ints: [Ints; 4] = if self.spec.src.is_float_src() {
+            let d = self.load_float_vec_at(sp);
+            nan = d.nan;
+            d.x.map(Ints::Float)
+        } else if self.biased {
             let fq = self.load_biased_at(self.spec.src, sp);
             let k = Some(self.bias_splat(self.spec.src));
             std::array::from_fn(|i| Ints::Biased {
@@ -244,6 +249,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 Scales::At(addr) => self.load_scale_lanes(addr, i),
             };
             ys[i] = self.eval(ints[i], si, true);
+            ys[i] = self.float_src_nan(nan.map(|m| m[i]), ys[i]);
             if self.spec.out() == DType::F32 {
                 let x = self.f32_bits(ys[i]);
                 self.b.ins().store(mem(), x, dp, 16 * i as i32);

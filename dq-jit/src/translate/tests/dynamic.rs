@@ -134,13 +134,24 @@ fn the_cases_reach_every_path() {
     let clif = |c: Case| jit.clif(&c.plan()).unwrap_or_else(|e| panic!("{e}"));
     let vector = clif(Case::per_tensor((DType::S8, None, DType::F32), &[70]));
     assert!(vector.contains("f32x4") && !vector.contains("explicit_slot"));
-    // A table's 64-byte stack slot, for its single elements.
+    // A table's 128-byte stack slot, for its single elements.
     let table = clif(Case::per_group(
         (DType::U4, None, DType::BF16),
         &[3, 97],
         &[1, 32],
     ));
-    assert!(table.contains("x86_pshufb") && table.contains("explicit_slot 64"));
+    assert!(table.contains("x86_pshufb") && table.contains("explicit_slot 128"));
+    assert!(!table.contains("call_indirect"));
+    // f16 tables: rounded by the host's F16C (a call) where it has them, else by
+    // the kernel's own code.
+    let f16 = |jit: &Jit| {
+        let c = Case::per_group((DType::U4, None, DType::F16), &[3, 97], &[1, 32]);
+        jit.clif(&c.plan()).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let host = dq_runtime::arch::f16_convert();
+    assert_eq!(f16(&jit).contains("call_indirect"), host);
+    let own = Jit::new(&STANDARD, 4).with_f16_conversion(false);
+    assert!(!f16(&own).contains("call_indirect"));
     let scalar = clif(Case {
         op: AxesDequantize::new(vec![1]).into(),
         src: TensorDesc::new(DType::S32, &[4, 50]),

@@ -7,7 +7,8 @@
 //! subnormal scales, extreme zero points) over the whole range, random sub-ranges
 //! and single elements. The whole dst buffer is compared, so a write outside the
 //! range fails too. `dynamic` holds the dynamic op's table, `axes_static` the
-//! other two ops', `formulas` the custom formulas'.
+//! other two ops', `formulas` the custom formulas', `float_src` the float src
+//! types' (SPEC 10).
 
 use core::ops::Range;
 
@@ -19,6 +20,7 @@ use crate::Jit;
 
 mod axes_static;
 mod dynamic;
+mod float_src;
 mod formulas;
 
 use dq_runtime::rng::Rng;
@@ -149,6 +151,15 @@ fn scale_bytes(t: DType, r: &mut Rng, out: &mut Vec<u8>) {
             0x7fef_ffff_ffff_ffff,
         ),
     };
+    if t == DType::E8M0 {
+        // Any exponent; 0 (2^-127, subnormal), 254 (2^127) and 255 (NaN) planted.
+        let e = match r.below(4) {
+            0 => r.pick(&[0u8, 1, 127, 254, 255]),
+            _ => r.next_u64() as u8,
+        };
+        out.push(e);
+        return;
+    }
     let ordinary = (r.below(2001) as f64 - 1000.0) / 97.0;
     let bits = match r.below(16) {
         0 => qnan | (sign * r.below(2)),
