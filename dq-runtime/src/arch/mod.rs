@@ -254,6 +254,25 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// See [`load_s8`](Self::load_s8).
     unsafe fn load_bf16(self, p: *const u8) -> Self::Float;
+    /// `LANES` f8_e4m3 codes at `p`, decoded exactly by bit manipulation; the NaN
+    /// codes give a NaN (any).
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_f8_e4m3(self, p: *const u8) -> Self::Float;
+    /// `LANES` f8_e5m2 codes at `p`, decoded exactly; the NaN codes give a NaN (any).
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_f8_e5m2(self, p: *const u8) -> Self::Float;
+    /// The f4_e2m1 values of nibbles `n` (i32 lanes, `0..16`), exactly.
+    fn f4_e2m1(self, n: Self::Int) -> Self::Float;
+    /// `LANES` e8m0 scales at `p`, decoded exactly, `0xff` as
+    /// [`NAN_BITS`](crate::minifloat::NAN_BITS).
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_e8m0(self, p: *const u8) -> Self::Float;
     /// Every lane `v`.
     fn splat_int(self, v: i32) -> Self::Int;
     /// Every lane `v`.

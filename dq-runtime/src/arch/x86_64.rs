@@ -7,6 +7,9 @@ use core::arch::x86_64::*;
 
 use super::Simd;
 use crate::kernels::Lanes;
+use crate::minifloat::{F4_E2M1_TABLE, NAN_BITS};
+
+mod decode;
 
 /// Proof that the CPU has AVX2 and F16C.
 #[derive(Clone, Copy, Debug)]
@@ -144,7 +147,10 @@ impl Lanes for Avx2 {
     #[inline(always)]
     fn nan_or(self, x: __m256, y: __m256) -> __m256 {
         // SAFETY: AVX present (token).
-        unsafe { _mm256_blendv_ps(y, x, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x)) }
+        unsafe {
+            let nan = _mm256_castsi256_ps(_mm256_set1_epi32(NAN_BITS as i32));
+            _mm256_blendv_ps(y, nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x))
+        }
     }
 }
 
@@ -225,6 +231,42 @@ unsafe impl Simd for Avx2 {
         unsafe {
             let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()));
             _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_f8_e4m3(self, p: *const u8) -> __m256 {
+        // SAFETY: 8 readable bytes at p (caller).
+        unsafe { decode::e4m3(self, p) }
+    }
+    #[inline(always)]
+    unsafe fn load_f8_e5m2(self, p: *const u8) -> __m256 {
+        // SAFETY: 8 readable bytes at p (caller).
+        unsafe { decode::e5m2(self, p) }
+    }
+    #[inline(always)]
+    fn f4_e2m1(self, n: __m256i) -> __m256 {
+        // SAFETY: AVX2 (token); the table's first 8 entries are readable.
+        unsafe {
+            // The magnitude from the low three bits (the permute reads only
+            // those), the sign from bit 3.
+            let mag = _mm256_loadu_ps(F4_E2M1_TABLE.as_ptr());
+            let x = _mm256_permutevar8x32_ps(mag, n);
+            let sign = _mm256_and_si256(_mm256_slli_epi32::<28>(n), _mm256_set1_epi32(i32::MIN));
+            _mm256_or_ps(x, _mm256_castsi256_ps(sign))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_e8m0(self, p: *const u8) -> __m256 {
+        // SAFETY: 8 readable bytes at p (caller); AVX2 (token).
+        unsafe {
+            // e << 23, with bit 22 set for 0 (2^-127) and 0xff (NaN).
+            let e = self.load_u8(p);
+            let edge = _mm256_or_si256(
+                _mm256_cmpeq_epi32(e, _mm256_setzero_si256()),
+                _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xff)),
+            );
+            let low = _mm256_and_si256(edge, _mm256_set1_epi32(0x0040_0000));
+            _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32::<23>(e), low))
         }
     }
     #[inline(always)]
@@ -526,7 +568,10 @@ impl Lanes for Avx512 {
     #[inline(always)]
     fn nan_or(self, x: __m512, y: __m512) -> __m512 {
         // SAFETY: AVX-512F present (token).
-        unsafe { _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), y, x) }
+        unsafe {
+            let nan = _mm512_castsi512_ps(_mm512_set1_epi32(NAN_BITS as i32));
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), y, nan)
+        }
     }
 }
 impl Avx512 {
@@ -594,6 +639,35 @@ unsafe impl Simd for Avx512 {
         unsafe {
             let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()));
             _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_f8_e4m3(self, p: *const u8) -> __m512 {
+        // SAFETY: 16 readable bytes at p (caller).
+        unsafe { decode::e4m3(self, p) }
+    }
+    #[inline(always)]
+    unsafe fn load_f8_e5m2(self, p: *const u8) -> __m512 {
+        // SAFETY: 16 readable bytes at p (caller).
+        unsafe { decode::e5m2(self, p) }
+    }
+    #[inline(always)]
+    fn f4_e2m1(self, n: __m512i) -> __m512 {
+        // SAFETY: AVX-512F (token); the table's first 16 entries are readable.
+        // The permute reads index bits 0..3 only.
+        unsafe { _mm512_permutexvar_ps(n, _mm512_loadu_ps(F4_E2M1_TABLE.as_ptr())) }
+    }
+    #[inline(always)]
+    unsafe fn load_e8m0(self, p: *const u8) -> __m512 {
+        // SAFETY: 16 readable bytes at p (caller); AVX-512F (token).
+        unsafe {
+            // e << 23, with bit 22 set for 0 (2^-127) and 0xff (NaN).
+            let e = self.load_u8(p);
+            let edge = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512())
+                | _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xff));
+            let bits = _mm512_slli_epi32::<23>(e);
+            let bits = _mm512_mask_or_epi32(bits, edge, bits, _mm512_set1_epi32(0x0040_0000));
+            _mm512_castsi512_ps(bits)
         }
     }
     #[inline(always)]
@@ -906,6 +980,83 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The four decoders at every code: rows of (e4m3, e5m2, e2m1 of the low
+    /// nibble, e8m0) f32 bits.
+    #[inline(always)]
+    fn decode_every_code<V: Simd>(v: V) -> Vec<[u32; 4]> {
+        let codes: Vec<u8> = (0..=255).collect();
+        let nibbles: Vec<i32> = (0..256).map(|c| c & 15).collect();
+        let mut out = vec![[0u32; 4]; 256];
+        let mut lane = vec![0u32; V::LANES];
+        for i in (0..256).step_by(V::LANES) {
+            // SAFETY: i + LANES <= 256: LANES codes (bytes, i32) to read at i and
+            // LANES f32 to write into `lane`.
+            unsafe {
+                let c = codes.as_ptr().add(i);
+                let n = v.load_s32(nibbles.as_ptr().add(i).cast());
+                let ys = [
+                    v.load_f8_e4m3(c),
+                    v.load_f8_e5m2(c),
+                    v.f4_e2m1(n),
+                    v.load_e8m0(c),
+                ];
+                for (t, y) in ys.into_iter().enumerate() {
+                    v.store_f32(lane.as_mut_ptr().cast(), y, false);
+                    for (j, b) in lane.iter().enumerate() {
+                        out[i + j][t] = *b;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every code of each decoder equals `minifloat`'s decode (NaN codes: some NaN
+    /// for the f8 sources, NAN_BITS exactly for e8m0, whose NaN the multiply passes on).
+    fn check_decoders(got: &[[u32; 4]], isa: &str) {
+        use crate::minifloat::*;
+        for c in 0..=255u8 {
+            let want = [
+                f8_e4m3_to_f32(c).to_bits(),
+                f8_e5m2_to_f32(c).to_bits(),
+                f4_e2m1_to_f32(c).to_bits(),
+                e8m0_to_f32(c).to_bits(),
+            ];
+            for (t, name) in ["e4m3", "e5m2", "e2m1", "e8m0"].iter().enumerate() {
+                let (g, w) = (got[c as usize][t], want[t]);
+                if *name != "e8m0" && f32::from_bits(w).is_nan() {
+                    assert!(f32::from_bits(g).is_nan(), "{isa} {name} {c:#x}: {g:#x}");
+                } else {
+                    assert_eq!(g, w, "{isa} {name} {c:#x}");
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    fn decode_avx2(v: Avx2) -> Vec<[u32; 4]> {
+        decode_every_code(v)
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+    fn decode_avx512(v: Avx512) -> Vec<[u32; 4]> {
+        decode_every_code(v)
+    }
+
+    #[test]
+    fn float_src_decoders_match_minifloat_at_every_code() {
+        match Avx2::new() {
+            // SAFETY: the token proves the features.
+            Some(v) => check_decoders(&unsafe { decode_avx2(v) }, "avx2"),
+            None => eprintln!("SKIPPED: avx2 not available on this CPU"),
+        }
+        match Avx512::new() {
+            // SAFETY: the token proves the features.
+            Some(v) => check_decoders(&unsafe { decode_avx512(v) }, "avx512"),
+            None => eprintln!("SKIPPED: avx512 not available on this CPU"),
         }
     }
 

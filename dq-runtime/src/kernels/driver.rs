@@ -5,7 +5,7 @@
 use core::ops::Range;
 
 use super::dtypes::{FloatType, IntType};
-use super::lanes::{ExactInt, Formula, Scalar, apply};
+use super::lanes::{ExactInt, Formula, Scalar, apply, float_src};
 use crate::arch::Simd;
 use crate::dtype::{DType, load_int, nibble, s4_value};
 use crate::exec::Job;
@@ -789,13 +789,17 @@ where
     #[repr(align(64))]
     struct Buf([u8; 64]);
     let mut buf = Buf([0; 64]);
-    // SAFETY: the loads read nibbles k..k + LANES of NIBBLES (16 nibbles); the
-    // stores write elements k..k + LANES of 16 into 64 bytes (at most 4 each).
+    // SAFETY: the loads read nibbles k..k + LANES of NIBBLES (16 nibbles) or
+    // entries k..k + LANES of a 256-entry table; the stores write elements
+    // k..k + LANES of 16 into 64 bytes (at most 4 each).
     unsafe {
         let mut k = 0;
         while k < 16 {
-            let q = S::load_vec(v, NIBBLES.as_ptr(), k);
-            let y = apply::<S, F, _>(v, q, p.zv, p.sv);
+            let y = match S::DECODE {
+                // The values of nibbles k..k + LANES: the table's entries.
+                Some(t) => float_src::<S, F, V>(v, v.load_f32(t.as_ptr().add(k).cast()), p.sv),
+                None => apply::<S, F, _>(v, S::load_vec(v, NIBBLES.as_ptr(), k), p.zv, p.sv),
+            };
             D::store_vec::<V>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
             k += V::LANES;
         }
@@ -867,6 +871,28 @@ unsafe fn lut_at<V: Simd, D: FloatType>(
     unsafe { D::lut::<V>(v, t, c.src.add(so / 2), dst.add(dof * D::SIZE)) }
 }
 
+/// The formula on the `V::LANES` elements of src `S` from offset `o`.
+///
+/// # Safety
+/// Those elements are in view (from an even nibble for 4-bit src).
+#[inline(always)]
+unsafe fn vec_at<V: Simd, S: IntType, F: Formula>(
+    v: V,
+    src: *const u8,
+    o: usize,
+    z: V::Int,
+    s: V::Float,
+) -> V::Float {
+    // SAFETY: in view (caller).
+    unsafe {
+        if S::DECODE.is_some() {
+            float_src::<S, F, V>(v, S::load_float(v, src, o), s)
+        } else {
+            apply::<S, F, V>(v, S::load_vec(v, src, o), z, s)
+        }
+    }
+}
+
 /// A contiguous segment of `n` elements from src offset `so` and dst offset `dof`:
 /// a scalar head for an odd first nibble, whole vectors, and an overlapping last
 /// vector or a scalar tail (see [`split_seg`]).
@@ -899,7 +925,7 @@ unsafe fn seg<V, S, D, F, P>(
             move |k| {
                 prefetch_dst::<V, D>(v, pf, dst, dof + k);
                 let (z, s) = p.vec(v, k);
-                let y = apply::<S, F, _>(v, S::load_vec(v, src, so + k), z, s);
+                let y = vec_at::<V, S, F>(v, src, so + k, z, s);
                 D::store_vec::<V>(v, dst, dof + k, y, F::QUIET)
             },
             #[inline(always)]

@@ -10,14 +10,19 @@ use crate::dtype::DType;
 use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 
 /// An integer src or zero-point type (or [`NoZp`]), or a float src type read
-/// as its codes (8-bit, or 4-bit nibbles) and decoded by table ([`DECODE`]).
+/// as its codes (8-bit, or 4-bit nibbles) and decoded: by table ([`DECODE`])
+/// element by element, by bit manipulation in vectors ([`load_float`]).
 ///
 /// [`DECODE`]: IntType::DECODE
+/// [`load_float`]: IntType::load_float
 pub trait IntType: 'static {
     /// The dtype (`None` for [`NoZp`]).
     const DTYPE: Option<DType>;
     /// For a float src (SPEC 10): the value of each code; `None` for integers.
     const DECODE: Option<&'static [f32; 256]> = None;
+    /// For a float src: true when some code is NaN (the kernels then write
+    /// [`NAN_BITS`](crate::minifloat::NAN_BITS) for it).
+    const NAN: bool = false;
     /// True when every value lies in `-128..=255` (so `q - z` fits i32 lanes).
     const SMALL: bool;
     /// The exact integer type for `q - z` with this zero-point type.
@@ -32,6 +37,15 @@ pub trait IntType: 'static {
     /// # Safety
     /// `base` is valid for reading those elements; never called for s64.
     unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Int;
+    /// For a float src: the values of `V::LANES` elements from `o` (even for
+    /// 4-bit), decoded by bit manipulation (a NaN code gives some NaN).
+    ///
+    /// # Safety
+    /// As [`load_vec`](Self::load_vec); only for a float src.
+    unsafe fn load_float<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {
+        let _ = (v, base, o);
+        unreachable!("not a float src")
+    }
 }
 
 /// A float dst type with its scales: of the same type, or e8m0 ([`E8`]).
@@ -115,11 +129,11 @@ marker! {
     F32;
     /// f64 dst and scales (axes form).
     F64;
-    /// f8_e4m3 src (codes decoded by table).
+    /// f8_e4m3 src.
     F8E4M3;
-    /// f8_e5m2 src (codes decoded by table).
+    /// f8_e5m2 src.
     F8E5M2;
-    /// f4_e2m1 src (nibbles decoded by table).
+    /// f4_e2m1 src (nibbles).
     F4E2M1;
 }
 
@@ -155,22 +169,10 @@ unsafe fn nibble(base: *const u8, o: usize) -> u8 {
 
 macro_rules! int_type {
     ($t:ident, $d:expr, $small:expr, $exact:ty,
-     |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
-        int_type!(
-            $t,
-            $d,
-            None,
-            $small,
-            $exact,
-            |$b, $o| $load,
-            |$v, $vb, $vo| $vec
-        );
-    };
-    ($t:ident, $d:expr, $decode:expr, $small:expr, $exact:ty,
-     |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr) => {
+     |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr
+     $(, float: $table:expr, nan: $nan:expr, |$fv:ident, $fb:ident, $fo:ident| $fvec:expr)?) => {
         impl IntType for $t {
             const DTYPE: Option<DType> = $d;
-            const DECODE: Option<&'static [f32; 256]> = $decode;
             const SMALL: bool = $small;
             type Exact = $exact;
             #[inline(always)]
@@ -185,6 +187,15 @@ macro_rules! int_type {
                 // SAFETY: forwarded from the caller.
                 unsafe { $vec }
             }
+            $(
+                const DECODE: Option<&'static [f32; 256]> = Some($table);
+                const NAN: bool = $nan;
+                #[inline(always)]
+                unsafe fn load_float<V: Simd>($fv: V, $fb: *const u8, $fo: usize) -> V::Float {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { $fvec }
+                }
+            )?
         }
     };
 }
@@ -242,29 +253,35 @@ int_type!(NoZp, None, true, i64, |_b, _o| 0, |v, _b, _o| v
 int_type!(
     F8E4M3,
     Some(DType::F8E4M3),
-    Some(&F8_E4M3_TABLE),
     true,
     i64,
     |b, o| u8::from_le_bytes(read::<1>(b, o)) as i64,
-    |v, b, o| v.load_u8(b.add(o))
+    |v, b, o| v.load_u8(b.add(o)),
+    float: &F8_E4M3_TABLE,
+    nan: true,
+    |v, b, o| v.load_f8_e4m3(b.add(o))
 );
 int_type!(
     F8E5M2,
     Some(DType::F8E5M2),
-    Some(&F8_E5M2_TABLE),
     true,
     i64,
     |b, o| u8::from_le_bytes(read::<1>(b, o)) as i64,
-    |v, b, o| v.load_u8(b.add(o))
+    |v, b, o| v.load_u8(b.add(o)),
+    float: &F8_E5M2_TABLE,
+    nan: true,
+    |v, b, o| v.load_f8_e5m2(b.add(o))
 );
 int_type!(
     F4E2M1,
     Some(DType::F4E2M1),
-    Some(&F4_E2M1_TABLE),
     true,
     i64,
     |b, o| nibble(b, o) as i64,
-    |v, b, o| v.load_u4(b.add(o / 2))
+    |v, b, o| v.load_u4(b.add(o / 2)),
+    float: &F4_E2M1_TABLE,
+    nan: false,
+    |v, b, o| v.f4_e2m1(v.load_u4(b.add(o / 2)))
 );
 
 /// s64 zero points always take the exact scalar path.
@@ -441,7 +458,8 @@ impl FloatType for F64 {
 }
 
 /// Dst `D` with e8m0 scales (SPEC 10): each scale byte decoded to its exact f32
-/// by table; everything else is `D`'s.
+/// (by table one at a time, by bit manipulation in vectors); everything else
+/// is `D`'s.
 #[derive(Clone, Copy, Debug)]
 pub struct E8<D>(core::marker::PhantomData<D>);
 
@@ -468,7 +486,7 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
     #[inline(always)]
     unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {
         // SAFETY: forwarded from the caller (one byte per scale).
-        unsafe { v.decode(&E8M0_TABLE, v.load_u8(base.add(o))) }
+        unsafe { v.load_e8m0(base.add(o)) }
     }
     #[inline(always)]
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool) {

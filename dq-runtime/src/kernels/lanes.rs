@@ -38,7 +38,8 @@ pub trait Lanes: Copy {
     /// `table[code & 255]`: the value of a float src or e8m0 code (a 256-entry
     /// decode table, [`crate::DType::decode_table`]).
     fn decode(self, table: &'static [f32; 256], code: Self::Int) -> Self::Float;
-    /// `x` where `x` is a NaN, else `y` (a NaN float src gives its own NaN).
+    /// [`NAN_BITS`](crate::minifloat::NAN_BITS) where `x` is a NaN, else `y` (a
+    /// NaN float src gives the one NaN).
     fn nan_or(self, x: Self::Float, y: Self::Float) -> Self::Float;
 }
 
@@ -71,15 +72,23 @@ pub fn apply<S: super::IntType, F: Formula, L: Lanes>(
     s: L::Float,
 ) -> L::Float {
     match S::DECODE {
-        Some(t) => {
-            // A NaN src gives the one NaN it decodes to, whatever the scale: which
-            // NaN a product of two NaNs keeps is the compiler's choice of operand
-            // order, so it is not left to the multiply.
-            let x = l.decode(t, q);
-            l.nan_or(x, F::eval_float(l, x, s))
-        }
+        Some(t) => float_src::<S, F, L>(l, l.decode(t, q), s),
         None => F::eval(l, q, z, s),
     }
+}
+
+/// The formula at the value `x` of a float src `S` and scale `s`.
+#[inline(always)]
+pub fn float_src<S: super::IntType, F: Formula, L: Lanes>(
+    l: L,
+    x: L::Float,
+    s: L::Float,
+) -> L::Float {
+    let y = F::eval_float(l, x, s);
+    // A NaN src gives the one NaN, whatever the scale: which NaN a product of
+    // two NaNs keeps is the compiler's choice of operand order, so it is not left
+    // to the multiply.
+    if S::NAN { l.nan_or(x, y) } else { y }
 }
 
 /// The spec's formula `(q - z) * s` in Rust, the twin of [`formula::STANDARD`].
@@ -239,6 +248,7 @@ impl<I: ExactInt, F: FromI64> Lanes for Scalar<I, F> {
     }
     #[inline(always)]
     fn nan_or(self, x: F, y: F) -> F {
+        // A NaN `x` here comes from `decode`: the tables' NaN is NAN_BITS.
         if x.is_nan() { x } else { y }
     }
 }
