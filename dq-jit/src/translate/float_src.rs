@@ -11,7 +11,7 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::minifloat::NAN_BITS;
 
-use super::{Translator, lanes, mem};
+use super::{Lut, Translator, lanes, mem};
 
 /// The layout of a float src code.
 struct Layout {
@@ -57,8 +57,9 @@ impl<'a, 'f> Translator<'a, 'f> {
     pub(super) fn load_float_vec_at(&mut self, addr: Value) -> Decoded {
         let t = self.spec.src;
         let l = layout(t);
-        // Each code at the top of its I32 lane: the sign at bit 31.
-        let top: [Value; 4] = if l.bits == 8 {
+        // Each code at the top of its I32 lane: the sign at bit 31 (one byte
+        // shuffle a lane group where the target has one).
+        let top: [Value; 4] = if l.bits == 8 && self.lut == Lut::Pshufb {
             let v = self.b.ins().load(types::I8X16, mem(), addr, 0);
             std::array::from_fn(|k| {
                 let b = 4 * k as u8;
@@ -66,8 +67,9 @@ impl<'a, 'f> Translator<'a, 'f> {
                 self.b.ins().bitcast(types::I32X4, lanes(), y)
             })
         } else {
-            let c = self.load_int_vec_at(DType::U4, addr);
-            c.map(|c| self.vshl(c, 28))
+            let int = if l.bits == 8 { DType::U8 } else { DType::U4 };
+            let c = self.load_int_vec_at(int, addr);
+            c.map(|c| self.vshl(c, 32 - l.bits))
         };
         let mut x = top;
         for (xk, &c) in x.iter_mut().zip(&top) {
