@@ -89,13 +89,7 @@ pub fn large_store() -> StoreStrategy {
 pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     let how = *source.get_or_insert_with(|| {
-        let (s, how) = match from_env() {
-            Some(s) => (s, StoreSource::Env),
-            None => {
-                let ns = calibrate::calibrate();
-                (calibrate::choose(ns), StoreSource::Measured { ns })
-            }
-        };
+        let (s, how) = decide(from_env(), calibrate::calibrate);
         LARGE_STORE.store(s as u8, Ordering::Relaxed);
         how
     });
@@ -158,13 +152,34 @@ static LARGE_STORE: AtomicU8 = AtomicU8::new(u8::MAX);
 /// How [`LARGE_STORE`] was chosen; `None` before it is. Held while choosing.
 static SOURCE: Mutex<Option<StoreSource>> = Mutex::new(None);
 
+/// The strategy the environment names, if any: `DQ_STORE`, else `DQ_STREAM`.
 fn from_env() -> Option<StoreStrategy> {
-    if let Ok(v) = std::env::var("DQ_STORE") {
-        return StoreStrategy::parse(&v);
+    let store = std::env::var("DQ_STORE").ok();
+    let stream = std::env::var("DQ_STREAM").ok();
+    parse_env(store.as_deref(), stream.as_deref())
+}
+
+/// [`from_env`] on the values `DQ_STORE` and `DQ_STREAM` have (`None`: unset).
+fn parse_env(store: Option<&str>, stream: Option<&str>) -> Option<StoreStrategy> {
+    if let Some(v) = store {
+        return StoreStrategy::parse(v);
     }
-    std::env::var("DQ_STREAM")
-        .is_ok_and(|v| matches!(v.as_str(), "1" | "on"))
-        .then_some(StoreStrategy::NonTemporal)
+    matches!(stream, Some("1" | "on")).then_some(StoreStrategy::NonTemporal)
+}
+
+/// The strategy the environment names (`env`), else the fastest that `measure`
+/// times; and how it was chosen. `measure` runs only without `env`.
+fn decide(
+    env: Option<StoreStrategy>,
+    measure: impl FnOnce() -> [u64; 3],
+) -> (StoreStrategy, StoreSource) {
+    match env {
+        Some(s) => (s, StoreSource::Env),
+        None => {
+            let ns = measure();
+            (calibrate::choose(ns), StoreSource::Measured { ns })
+        }
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +217,24 @@ mod tests {
             large_store_choice(),
             (StoreStrategy::DEFAULT, StoreSource::Set)
         );
+    }
+
+    #[test]
+    fn the_environment_overrides_the_measurement() {
+        use StoreStrategy::{NonTemporal, Plain, Prefetch};
+        assert_eq!(parse_env(Some("plain"), Some("1")), Some(Plain));
+        assert_eq!(parse_env(None, Some("1")), Some(NonTemporal));
+        assert_eq!(parse_env(None, Some("on")), Some(NonTemporal));
+        assert_eq!(parse_env(None, Some("0")), None);
+        assert_eq!(parse_env(None, None), None);
+        let never = || -> [u64; 3] { panic!("measured despite the environment") };
+        assert_eq!(decide(Some(Plain), never), (Plain, StoreSource::Env));
+        let ns = [300, 200, 100];
+        let measured = StoreSource::Measured { ns };
+        assert_eq!(decide(None, || ns), (NonTemporal, measured));
+        let ns = [300, 100, 200];
+        let measured = StoreSource::Measured { ns };
+        assert_eq!(decide(None, || ns), (Prefetch, measured));
     }
 
     #[test]

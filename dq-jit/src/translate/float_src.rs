@@ -1,18 +1,17 @@
 //! Float src (SPEC 10) on the vector path: 16 codes to four F32X4 of their exact
 //! values by bit manipulation, and the lanes whose code is a NaN.
 //!
-//! A code's sign and exponent/mantissa bits move to an f32's sign bit and to the
-//! top of its mantissa; that f32 times `2^(127 - bias)` is the code's value,
-//! subnormals included (the f32 is then subnormal, and the product exact).
-//! f8_e5m2's all-ones exponent is patched to infinity; NaN codes are left to the
-//! caller, whose result for them is [`NAN_BITS`] whatever the formula gives.
+//! A code's exponent and mantissa bits move to an f32's, its exponent rebiased
+//! (subnormal codes by one exact subtraction, see [`Translator::decode_lanes`]);
+//! f8_e5m2's all-ones exponent is infinity; NaN codes are left to the caller,
+//! whose result for them is [`NAN_BITS`] whatever the formula gives.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::minifloat::NAN_BITS;
 
-use super::{Translator, lanes, mem};
+use super::{Lut, Translator, lanes, mem};
 
 /// The layout of a float src code.
 struct Layout {
@@ -20,8 +19,8 @@ struct Layout {
     bits: i64,
     /// Mantissa bits.
     man: i64,
-    /// `2^(127 - bias)`, the rescaling of the exponent, as f32 bits.
-    scale: u32,
+    /// Exponent bias.
+    bias: i64,
 }
 
 fn layout(t: DType) -> Layout {
@@ -29,17 +28,17 @@ fn layout(t: DType) -> Layout {
         DType::F8E4M3 => Layout {
             bits: 8,
             man: 3,
-            scale: (127 + 120) << 23,
+            bias: 7,
         },
         DType::F8E5M2 => Layout {
             bits: 8,
             man: 2,
-            scale: (127 + 112) << 23,
+            bias: 15,
         },
         _ => Layout {
             bits: 4,
             man: 1,
-            scale: (127 + 126) << 23,
+            bias: 1,
         },
     }
 }
@@ -58,8 +57,9 @@ impl<'a, 'f> Translator<'a, 'f> {
     pub(super) fn load_float_vec_at(&mut self, addr: Value) -> Decoded {
         let t = self.spec.src;
         let l = layout(t);
-        // Each code at the top of its I32 lane: the sign at bit 31.
-        let top: [Value; 4] = if l.bits == 8 {
+        // Each code at the top of its I32 lane: the sign at bit 31 (one byte
+        // shuffle a lane group where the target has one).
+        let top: [Value; 4] = if l.bits == 8 && self.lut == Lut::Pshufb {
             let v = self.b.ins().load(types::I8X16, mem(), addr, 0);
             std::array::from_fn(|k| {
                 let b = 4 * k as u8;
@@ -67,24 +67,14 @@ impl<'a, 'f> Translator<'a, 'f> {
                 self.b.ins().bitcast(types::I32X4, lanes(), y)
             })
         } else {
-            let c = self.load_int_vec_at(DType::U4, addr);
-            c.map(|c| self.vshl(c, 28))
+            let int = if l.bits == 8 { DType::U8 } else { DType::U4 };
+            let c = self.load_int_vec_at(int, addr);
+            c.map(|c| self.vshl(c, 32 - l.bits))
         };
-        let shift = 32 - l.bits - (23 - l.man);
-        let em_mask = ((1i64 << (l.bits - 1)) - 1) << (23 - l.man);
         let mut x = top;
         for (xk, &c) in x.iter_mut().zip(&top) {
-            // The arithmetic shift copies the sign down; the mask keeps bit 31.
-            let y = self.vsshr(c, shift);
-            let y = self.and_c(y, em_mask | (0x8000_0000_u32 as i32 as i64));
-            let y = self.b.ins().bitcast(types::F32X4, lanes(), y);
-            let k = self.vconst(types::F32X4, l.scale as u64);
-            let v = self.b.ins().fmul(y, k);
-            *xk = if t == DType::F8E5M2 {
-                self.e5m2_inf(c, v)
-            } else {
-                v
-            };
+            let v = self.decode_lanes(&l, c);
+            *xk = self.b.ins().bitcast(types::F32X4, lanes(), v);
         }
         let nan = match t {
             DType::F8E4M3 => Some(top.map(|c| {
@@ -102,16 +92,45 @@ impl<'a, 'f> Translator<'a, 'f> {
         Decoded { x, nan }
     }
 
-    /// f8_e5m2 value `v` of code `c` (at the top of its lane) with the all-ones
-    /// exponent made infinite (NaN codes included; the caller replaces those).
-    fn e5m2_inf(&mut self, c: Value, v: Value) -> Value {
-        let m = self.vshl(c, 1);
-        let lim = self.c32(types::I32X4, 0xf7ff_ffff_u32 as i64);
-        let big = self.b.ins().icmp(IntCC::UnsignedGreaterThan, m, lim);
+    /// The f32 bits (I32X4) of the codes `c` (each at the top of its lane) of a
+    /// float src with layout `l`, in integer arithmetic and one exact float
+    /// subtraction (never a subnormal operand, which costs x86 a slow assist).
+    ///
+    /// A normal code's exponent and mantissa bits, moved into place, plus the
+    /// rebiased exponent are its bits. A subnormal code `m * 2^(1 - bias - man)`
+    /// is `2^(1 - bias) * (1 + m / 2^man) - 2^(1 - bias)`: the first is those bits
+    /// with the exponent one up, the second the same with the mantissa cleared.
+    /// f8_e5m2's all-ones exponent gives infinity (NaN codes too: the caller
+    /// replaces those); the sign goes in last (a subnormal -0 stays -0).
+    fn decode_lanes(&mut self, l: &Layout, c: Value) -> Value {
+        let pos = 23 - l.man;
+        let mag = self.vushr(c, 32 - l.bits - pos);
+        let mag = self.and_c(mag, ((1i64 << (l.bits - 1)) - 1) << pos);
+        let normal = self.add_c(mag, (127 - l.bias) << 23);
+        let up = self.add_c(normal, 1 << 23);
+        let one = self.and_c(up, 0x7f80_0000);
+        let (upf, onef) = (self.fbits(up), self.fbits(one));
+        let sub = self.b.ins().fsub(upf, onef);
+        let sub = self.b.ins().bitcast(types::I32X4, lanes(), sub);
+        let small = self.c32(types::I32X4, 1 << 23);
+        let is_sub = self.b.ins().icmp(IntCC::SignedLessThan, mag, small);
+        let mut v = self.sel(is_sub, sub, normal);
+        if self.spec.src == DType::F8E5M2 {
+            let inf_at = self.c32(types::I32X4, 0x7c << pos);
+            let big = self
+                .b
+                .ins()
+                .icmp(IntCC::SignedGreaterThanOrEqual, mag, inf_at);
+            let inf = self.c32(types::I32X4, 0x7f80_0000);
+            v = self.sel(big, inf, v);
+        }
         let sign = self.and_c(c, 0x8000_0000_u32 as i64);
-        let inf = self.or_c(sign, 0x7f80_0000);
-        let inf = self.b.ins().bitcast(types::F32X4, lanes(), inf);
-        self.sel(big, inf, v)
+        self.b.ins().bor(v, sign)
+    }
+
+    /// I32X4 bits as F32X4.
+    fn fbits(&mut self, x: Value) -> Value {
+        self.b.ins().bitcast(types::F32X4, lanes(), x)
     }
 
     /// Result `y` (F32X4) with the lanes of `nan` (I32X4 mask, if any) set to
