@@ -541,12 +541,12 @@ fn library_dequantize_is_exact_for_any_thread_count() {
             "{err:?}"
         );
         let mut out = vec![0f32; bits.len()];
-        let err = file.dequantize(t, &mut out, &opts(Backend::Generated, 1));
+        let err = file.dequantize(t, &mut out, &opts(Backend::Jit, 1));
         assert!(
             matches!(
                 err,
                 Err(GgufError::BackendCannotRun {
-                    backend: Backend::Generated,
+                    backend: Backend::Jit,
                     ..
                 })
             ),

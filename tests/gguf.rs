@@ -9,7 +9,12 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use dq::arch::Isa;
+use dq::block::BlockError;
 use dq::formats::gguf::{GgmlType, Gguf, GgufError, MetaValue, ValueType};
+use dq::{Backend, Options};
+
+mod support;
 
 #[path = "gguf/inspect.rs"]
 mod inspect;
@@ -95,28 +100,61 @@ fn check_fixture(stem: &str) -> BTreeSet<&'static str> {
         let mut got = vec![f32::NAN; t.element_count() as usize];
         file.dequantize_reference(t, &mut got).unwrap();
         assert_eq!(got.len(), want.len(), "{}", t.name());
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            // Bits, NaN included, on x86-64 (where the fixtures were made): it fixes
-            // the NaN each operation returns (the first operand's, quieted; inf * 0
-            // gives 0xFFC00000). Elsewhere (AArch64's default NaN is positive) a NaN
-            // need only be a NaN.
-            let same = g.to_bits() == w.to_bits()
-                || (!cfg!(target_arch = "x86_64") && g.is_nan() && w.is_nan());
-            assert!(
-                same,
-                "{stem}/{} element {i}: got {g:e} ({:#010x}), gguf-py {w:e} ({:#010x})",
+        assert_bits(stem, t.name(), "reference", &got, &want);
+        for (backend, threads) in [
+            (Backend::Generated, 1),
+            (Backend::Generated, 3),
+            (Backend::Auto, 2),
+        ] {
+            got.fill(f32::NAN);
+            file.dequantize(t, &mut got, &Options { backend, threads })
+                .unwrap();
+            assert_bits(
+                stem,
                 t.name(),
-                g.to_bits(),
-                w.to_bits()
+                &format!("{backend} {threads} threads"),
+                &got,
+                &want,
             );
         }
-        types.insert(t.ggml_type().unwrap().name());
+        let ty = t.ggml_type().unwrap();
+        let kernel = dq::block::gguf::kernel(ty.name()).unwrap();
+        let data = file.tensor_data(t).unwrap();
+        for isa in Isa::ALL {
+            got.fill(f32::NAN);
+            match kernel.run_on(isa, data, &mut got) {
+                Ok(()) => assert_bits(stem, t.name(), isa.name(), &got, &want),
+                Err(BlockError::IsaUnavailable { .. }) => {
+                    support::path_unavailable(&format!("generated GGUF blocks on {}", isa.name()));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        types.insert(ty.name());
     }
     assert!(
         expected_files.is_empty(),
         "no tensor for {expected_files:?}"
     );
     types
+}
+
+/// `got` equals gguf-py's `want` bit for bit.
+fn assert_bits(stem: &str, name: &str, what: &str, got: &[f32], want: &[f32]) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        // Bits, NaN included, on x86-64 (where the fixtures were made): it fixes
+        // the NaN each operation returns (the first operand's, quieted; inf * 0
+        // gives 0xFFC00000). Elsewhere (AArch64's default NaN is positive) a NaN
+        // need only be a NaN.
+        let same = g.to_bits() == w.to_bits()
+            || (!cfg!(target_arch = "x86_64") && g.is_nan() && w.is_nan());
+        assert!(
+            same,
+            "{stem}/{name} ({what}) element {i}: got {g:e} ({:#010x}), gguf-py {w:e} ({:#010x})",
+            g.to_bits(),
+            w.to_bits()
+        );
+    }
 }
 
 #[test]

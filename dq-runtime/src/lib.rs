@@ -19,6 +19,7 @@
 
 pub mod arch;
 pub mod backend;
+pub mod block;
 pub mod convert;
 pub mod dtype;
 pub mod error;

@@ -2,6 +2,7 @@
 //! backend and number of threads.
 
 use dq_runtime::Backend;
+use dq_runtime::block::{self, BlockKernel};
 
 use super::error::{GgufError, Result};
 use super::tensor::TensorInfo;
@@ -12,9 +13,9 @@ use crate::formats::element::{self, Element};
 
 /// Checks that `backend` can decode GGUF type `ty` for tensor `name`.
 ///
-/// `Reference` and `Auto` decode every supported type (with the reference decoders
-/// of [`mod@reference`] today); the generated and JIT backends do not run block
-/// types yet.
+/// `Reference` runs the scalar decoders of [`mod@reference`]; `Generated` and `Auto`
+/// run the type's declaration ([`dq_runtime::block::gguf`]) through the generated
+/// block driver; the JIT backend does not run block types yet.
 ///
 /// # Errors
 /// [`GgufError::UnsupportedType`] for a type dq does not decode;
@@ -27,13 +28,18 @@ pub fn check_backend(backend: Backend, ty: GgmlType, name: &str) -> Result<()> {
         });
     }
     match backend {
-        Backend::Reference | Backend::Auto => Ok(()),
-        Backend::Generated | Backend::Jit => Err(GgufError::BackendCannotRun {
+        Backend::Reference | Backend::Auto | Backend::Generated => Ok(()),
+        Backend::Jit => Err(GgufError::BackendCannotRun {
             backend,
             ty,
             name: name.to_owned(),
         }),
     }
+}
+
+/// The generated block kernel of a supported type.
+fn kernel(ty: GgmlType) -> Option<&'static BlockKernel> {
+    block::gguf::kernel(ty.name())
 }
 
 impl<B: AsRef<[u8]>> Gguf<B> {
@@ -56,7 +62,12 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     /// let mut bf16s = vec![bf16::ZERO; f32s.len()];
     /// file.dequantize(t, &mut bf16s, &opts)?;
     /// assert_eq!(bf16s[7], bf16::from_f32(f32s[7]));
-    /// // The generated and JIT backends do not run block types yet: a clear error.
+    /// // The generated backend runs the type's declaration: the same bits.
+    /// let mut gen = vec![0f32; f32s.len()];
+    /// file.dequantize(t, &mut gen, &Options { backend: Backend::Generated, threads: 1 })?;
+    /// assert_eq!(gen.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+    ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
+    /// // The JIT backend does not run block types yet: a clear error.
     /// let jit = Options { backend: Backend::Jit, threads: 1 };
     /// let err = file.dequantize(t, &mut f32s, &jit).unwrap_err();
     /// assert_eq!(err.to_string(),
@@ -85,8 +96,17 @@ impl<B: AsRef<[u8]>> Gguf<B> {
         }
         let data = self.tensor_data(t)?;
         let size = ty.type_size();
+        let generated = match opts.backend {
+            Backend::Reference => None,
+            _ => kernel(ty),
+        };
         let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
-            reference::decode(ty, &data[blocks.start * size..blocks.end * size], buf);
+            let bytes = &data[blocks.start * size..blocks.end * size];
+            match generated {
+                // Whole blocks into their elements: the lengths match by construction.
+                Some(k) => k.run(bytes, buf).expect("whole blocks"),
+                None => reference::decode(ty, bytes, buf),
+            }
         };
         element::split(out, ty.block_size(), opts.threads, &decode);
         Ok(())

@@ -1,0 +1,161 @@
+//! The generated backend's block driver: one generic body, monomorphized per
+//! declaration (its associated const, folded by LLVM) and compiled once per ISA
+//! with `#[target_feature]`.
+//!
+//! Per block: (a) the parameter program fills per-group f32 scratch; (b) each field
+//! view adds its bits into the block's integers, a run of inner-digit elements at a
+//! time (contiguous: vectorizes); (c) the formula is evaluated node by node over each
+//! run with that run's group parameters constant (vectorizes), into the output.
+
+use super::decl::{BlockDecl, BlockNode, MAX_ELEMS, MAX_GROUPS, MAX_NODES, MAX_PARAMS};
+use super::params;
+
+/// A block type the driver is monomorphized for.
+pub trait Block {
+    /// The declaration (checked at compile time by the driver).
+    const DECL: BlockDecl;
+}
+
+/// Longest inner run a declaration may have.
+pub const MAX_RUN: usize = 32;
+
+/// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked).
+#[inline(always)]
+pub(crate) fn decode<D: Block>(bytes: &[u8], out: &mut [f32]) {
+    const {
+        assert!(D::DECL.check().is_ok(), "invalid block declaration");
+        assert!(D::DECL.inner() <= MAX_RUN, "inner run too long");
+    }
+    let d = &D::DECL;
+    let blocks = bytes.chunks_exact(d.block_bytes);
+    for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
+        decode_block::<D>(block, out);
+    }
+}
+
+#[inline(always)]
+fn decode_block<D: Block>(block: &[u8], out: &mut [f32]) {
+    let d = &D::DECL;
+    let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
+    params::eval(d, block, &mut p);
+    let mut q = [d.offset; MAX_ELEMS];
+    let inner = d.inner();
+    let runs = d.block_elems / inner;
+    for r in 0..runs {
+        let q = &mut q[r * inner..][..inner];
+        assemble::<D>(block, r, q);
+        let out = &mut out[r * inner..][..inner];
+        formula::<D>(q, &p[group::<D>(r)], out);
+    }
+}
+
+/// The outer digits of run `r` (innermost first), dotted with `coef`.
+#[inline(always)]
+fn dot(digits: &[usize], coef: &[usize], r: usize) -> usize {
+    let n = digits.len();
+    let mut rest = r;
+    let mut sum = 0;
+    for k in (0..n - 1).rev() {
+        sum += (rest % digits[k]) * coef[k];
+        rest /= digits[k];
+    }
+    sum
+}
+
+/// The group of run `r`.
+#[inline(always)]
+fn group<D: Block>(r: usize) -> usize {
+    dot(D::DECL.digits, D::DECL.group, r)
+}
+
+/// Adds each field's bits of run `r` into `q`.
+#[inline(always)]
+fn assemble<D: Block>(block: &[u8], r: usize, q: &mut [i32]) {
+    let d = &D::DECL;
+    let n = d.digits.len();
+    for f in d.fields {
+        let byte = f.byte + dot(d.digits, f.byte_stride, r);
+        let shift = usize::from(f.shift) + dot_u8(d.digits, f.shift_stride, r);
+        let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
+        let src = &block[byte..=byte + (q.len() - 1) * bs];
+        let mask = (1i32 << f.bits) - 1;
+        for (l, q) in q.iter_mut().enumerate() {
+            let v = i32::from(src[l * bs]) >> (shift + l * ss) & mask;
+            let v = match (f.lut, f.signed) {
+                (Some(t), _) => i32::from(t[v as usize & 15]),
+                (None, true) => (v << (32 - f.bits)) >> (32 - f.bits),
+                (None, false) => v,
+            };
+            *q += v << f.at;
+        }
+    }
+}
+
+#[inline(always)]
+fn dot_u8(digits: &[usize], coef: &[u8], r: usize) -> usize {
+    let n = digits.len();
+    let mut rest = r;
+    let mut sum = 0;
+    for k in (0..n - 1).rev() {
+        sum += (rest % digits[k]) * usize::from(coef[k]);
+        rest /= digits[k];
+    }
+    sum
+}
+
+/// True when node `i` of `nodes` can be a NaN (anything but an integer or its
+/// float).
+const fn may_nan(nodes: &[BlockNode], i: u16) -> bool {
+    !matches!(nodes[i as usize], BlockNode::Q | BlockNode::Float(_))
+}
+
+/// `a + b` or `a * b` where a NaN `a` wins (quieted) even when `b` is NaN too; LLVM
+/// may commute a plain `+` or `*`.
+#[inline(always)]
+fn first_nan(a: f32, r: f32) -> f32 {
+    if a.is_nan() {
+        f32::from_bits(a.to_bits() | 0x0040_0000)
+    } else {
+        r
+    }
+}
+
+/// Evaluates the formula over a run: node by node, each a loop over the run.
+#[inline(always)]
+fn formula<D: Block>(q: &[i32], p: &[f32; MAX_PARAMS], out: &mut [f32]) {
+    let nodes = D::DECL.formula.nodes;
+    let n = q.len();
+    let mut v = [[0f32; MAX_RUN]; MAX_NODES];
+    for (i, node) in nodes.iter().enumerate() {
+        let (done, rest) = v.split_at_mut(i);
+        let dst = &mut rest[0][..n];
+        let get = |a: u16| &done[a as usize][..n];
+        match *node {
+            BlockNode::Q => {}
+            BlockNode::Float(_) => {
+                for (y, &q) in dst.iter_mut().zip(q) {
+                    *y = q as f32;
+                }
+            }
+            BlockNode::Param(k) => dst.fill(p[k as usize]),
+            BlockNode::Mul(a, b) => {
+                let both = may_nan(nodes, a) && may_nan(nodes, b);
+                for ((y, &x), &z) in dst.iter_mut().zip(get(a)).zip(get(b)) {
+                    *y = if both { first_nan(x, x * z) } else { x * z };
+                }
+            }
+            BlockNode::Add(a, b) => {
+                let both = may_nan(nodes, a) && may_nan(nodes, b);
+                for ((y, &x), &z) in dst.iter_mut().zip(get(a)).zip(get(b)) {
+                    *y = if both { first_nan(x, x + z) } else { x + z };
+                }
+            }
+            BlockNode::Sub(a, b) => {
+                for ((y, &x), &z) in dst.iter_mut().zip(get(a)).zip(get(b)) {
+                    *y = x - z;
+                }
+            }
+        }
+    }
+    out.copy_from_slice(&v[nodes.len() - 1][..n]);
+}

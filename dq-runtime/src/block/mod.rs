@@ -1,0 +1,175 @@
+//! Block formats (GGUF's quantized blocks) as declarations, and the generated
+//! backend's driver that runs them.
+//!
+//! A [`BlockDecl`] says, as data, where a block type's integers and parameters sit
+//! and how they combine (see [`decl`]); [`gguf`] declares llama.cpp's types. A
+//! [`BlockKernel`] is one type compiled by the generic driver for each ISA.
+//!
+//! ```
+//! use dq_runtime::block::gguf;
+//! // One Q8_0 block: d = 0.5 (f16 0x3800), then 32 signed bytes.
+//! let mut block = vec![0x00, 0x38];
+//! block.extend((0..32).map(|i| (i as i8 - 16) as u8));
+//! let mut out = [0f32; 32];
+//! gguf::kernel("Q8_0").expect("declared").run(&block, &mut out)?;
+//! assert_eq!((out[0], out[31]), (-8.0, 7.5));
+//! # Ok::<(), dq_runtime::block::BlockError>(())
+//! ```
+
+pub mod decl;
+mod driver;
+pub mod gguf;
+mod params;
+mod plain;
+
+pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, ParamNode};
+pub use driver::{Block, MAX_RUN};
+pub use params::{e8m0_half, f16_to_f32};
+
+use crate::arch::{self, Isa};
+
+/// Why a block kernel did not run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BlockError {
+    /// `bytes` is not whole blocks, or `out` is not their element count.
+    #[error("{name}: {bytes} bytes are not whole {block_bytes}-byte blocks of {elements} elements")]
+    Length {
+        /// The block type.
+        name: &'static str,
+        /// Bytes given.
+        bytes: usize,
+        /// Elements given.
+        elements: usize,
+        /// Bytes per block.
+        block_bytes: usize,
+    },
+    /// This CPU cannot run the ISA asked for.
+    #[error("this CPU cannot run {isa:?} code")]
+    IsaUnavailable {
+        /// The ISA asked for.
+        isa: Isa,
+    },
+}
+
+/// Decodes whole blocks into f32 (lengths checked by the caller).
+pub trait Decode {
+    /// Decodes `bytes` (whole blocks) into `out` (their elements).
+    fn decode(bytes: &[u8], out: &mut [f32]);
+}
+
+/// A declared block type through the driver.
+pub struct Declared<D>(core::marker::PhantomData<D>);
+
+impl<D: Block> Decode for Declared<D> {
+    #[inline(always)]
+    fn decode(bytes: &[u8], out: &mut [f32]) {
+        driver::decode::<D>(bytes, out);
+    }
+}
+
+/// One block type compiled for every ISA.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockKernel {
+    /// The type's name.
+    pub name: &'static str,
+    /// Bytes per block.
+    pub block_bytes: usize,
+    /// Elements per block.
+    pub block_elems: usize,
+    /// The declaration, or `None` for a plain float type (F32, F16, BF16: a direct
+    /// conversion).
+    pub decl: Option<&'static BlockDecl>,
+    portable: fn(&[u8], &mut [f32]),
+    #[cfg(target_arch = "x86_64")]
+    avx2: unsafe fn(&[u8], &mut [f32]),
+    #[cfg(target_arch = "x86_64")]
+    avx512: unsafe fn(&[u8], &mut [f32]),
+}
+
+impl BlockKernel {
+    /// The kernel of a declared type.
+    pub const fn declared<D: Block>() -> Self {
+        let d = &D::DECL;
+        Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))
+    }
+
+    /// The kernel of decoder `K`.
+    pub const fn of<K: Decode>(
+        name: &'static str,
+        block_bytes: usize,
+        block_elems: usize,
+        decl: Option<&'static BlockDecl>,
+    ) -> Self {
+        BlockKernel {
+            name,
+            block_bytes,
+            block_elems,
+            decl,
+            portable: K::decode,
+            #[cfg(target_arch = "x86_64")]
+            avx2: avx2::<K>,
+            #[cfg(target_arch = "x86_64")]
+            avx512: avx512::<K>,
+        }
+    }
+
+    /// Decodes `bytes`, whole blocks, into `out` (their elements) with the ISA the
+    /// generated kernels use ([`arch::selected`]).
+    ///
+    /// # Errors
+    /// [`BlockError::Length`] when the lengths do not match.
+    pub fn run(&self, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
+        self.run_on(arch::selected(), bytes, out)
+    }
+
+    /// [`run`](Self::run) with the code compiled for `isa`.
+    ///
+    /// # Errors
+    /// [`BlockError::IsaUnavailable`] when this CPU cannot run `isa`;
+    /// [`BlockError::Length`] when the lengths do not match.
+    pub fn run_on(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
+        if !isa.available() {
+            return Err(BlockError::IsaUnavailable { isa });
+        }
+        let whole = bytes.len().is_multiple_of(self.block_bytes);
+        if !whole || bytes.len() / self.block_bytes * self.block_elems != out.len() {
+            return Err(BlockError::Length {
+                name: self.name,
+                bytes: bytes.len(),
+                elements: out.len(),
+                block_bytes: self.block_bytes,
+            });
+        }
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `isa.available()` checked that this CPU has AVX-512 F/BW/VL/DQ,
+            // AVX2 and F16C, the features `avx512` is compiled with.
+            Isa::Avx512 => unsafe { (self.avx512)(bytes, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `isa.available()` checked that this CPU has AVX2 and F16C.
+            Isa::Avx2 => unsafe { (self.avx2)(bytes, out) },
+            _ => (self.portable)(bytes, out),
+        }
+        Ok(())
+    }
+}
+
+/// `K::decode` compiled for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2 and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn avx2<K: Decode>(bytes: &[u8], out: &mut [f32]) {
+    K::decode(bytes, out);
+}
+
+/// `K::decode` compiled for AVX-512.
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW, VL, DQ, AVX2 and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+unsafe fn avx512<K: Decode>(bytes: &[u8], out: &mut [f32]) {
+    K::decode(bytes, out);
+}

@@ -1,0 +1,142 @@
+//! The parameter program, evaluated once per group (scalar: a handful of
+//! operations per sub-block), and the loads it names.
+
+use super::decl::{BlockDecl, MAX_NODES, MAX_PARAMS, ParamNode};
+
+/// gguf-py's f16 -> f32 (`.astype(np.float32)`): exact; a NaN keeps its payload and
+/// its signalling bit. Branch-free, so loops of it vectorize.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let em = u32::from(h & 0x7FFF);
+    let normal = (em << 13) + ((127 - 15) << 23);
+    let special = 0x7F80_0000 | ((em & 0x03FF) << 13);
+    // Subnormal (and zero): em * 2^-24, exact in f32.
+    let sub = (em as f32 * f32::from_bits(0x3380_0000)).to_bits();
+    let bits = if em >= 0x7C00 {
+        special
+    } else if em >= 0x0400 {
+        normal
+    } else {
+        sub
+    };
+    f32::from_bits(sign | bits)
+}
+
+/// gguf-py's `MXFP4.e8m0_to_fp32_half`: `2^(e - 128)` built from bits.
+#[inline(always)]
+pub const fn e8m0_half(e: u8) -> f32 {
+    let e = e as u32;
+    f32::from_bits(if e < 2 {
+        0x0020_0000 << e
+    } else {
+        (e - 1) << 23
+    })
+}
+
+/// Q4_K/Q5_K's 6-bit scale (or min) `j` from 12 bytes (gguf-py `get_scale_min`).
+#[inline(always)]
+fn k4_scale_min(s: &[u8], j: usize, min: bool) -> u8 {
+    match (j, min) {
+        (0..4, false) => s[j] & 0x3F,
+        (_, false) => (s[j + 4] & 0x0F) | ((s[j - 4] >> 2) & 0x30),
+        (0..4, true) => s[j + 4] & 0x3F,
+        (_, true) => (s[j + 4] >> 4) | ((s[j] >> 2) & 0x30),
+    }
+}
+
+/// Q3_K's 6-bit scale `k` from 12 bytes: low nibble of byte `k % 8` (shifted by
+/// `4 * (k / 8)`), high two bits from byte `8 + k % 4` (shifted by `2 * (k / 4)`).
+#[inline(always)]
+fn k3_scale(s: &[u8], k: usize) -> u8 {
+    let low = (s[k % 8] >> (4 * (k / 8))) & 0x0F;
+    let high = (s[8 + k % 4] >> (2 * (k / 4))) & 0x03;
+    low | (high << 4)
+}
+
+/// Bits `shift..shift + bits` of `b`, sign-extended when `signed`.
+#[inline(always)]
+pub(crate) fn bits_of(b: u8, shift: u8, bits: u8, signed: bool) -> i32 {
+    let v = i32::from(b >> shift) & ((1 << bits) - 1);
+    if signed {
+        (v << (32 - bits)) >> (32 - bits)
+    } else {
+        v
+    }
+}
+
+/// The parameters of every group of `block` into `out[g][k]`.
+#[inline(always)]
+pub(crate) fn eval(d: &BlockDecl, block: &[u8], out: &mut [[f32; MAX_PARAMS]]) {
+    for (g, out) in out.iter_mut().enumerate().take(d.groups) {
+        let (mut ints, mut floats) = ([0i32; MAX_NODES], [0f32; MAX_NODES]);
+        for (i, node) in d.params.iter().enumerate() {
+            match *node {
+                ParamNode::F16(at) => {
+                    floats[i] = f16_to_f32(u16::from_le_bytes([block[at], block[at + 1]]));
+                }
+                ParamNode::E8m0Half(at) => floats[i] = e8m0_half(block[at]),
+                ParamNode::Byte {
+                    at,
+                    stride,
+                    shift,
+                    bits,
+                    signed,
+                } => {
+                    ints[i] = bits_of(block[at + stride * g], shift, bits, signed);
+                }
+                ParamNode::K4ScaleMin { at, min } => {
+                    ints[i] = i32::from(k4_scale_min(&block[at..at + 12], g, min));
+                }
+                ParamNode::K3Scale(at) => ints[i] = i32::from(k3_scale(&block[at..at + 12], g)),
+                ParamNode::AddInt(a, k) => ints[i] = ints[a as usize] + k,
+                ParamNode::Float(a) => floats[i] = ints[a as usize] as f32,
+                ParamNode::Mul(a, b) => floats[i] = floats[a as usize] * floats[b as usize],
+            }
+        }
+        for (k, &o) in d.outputs.iter().enumerate() {
+            out[k] = floats[o as usize];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_widening_keeps_every_value() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h);
+            let got = f16_to_f32(h);
+            if want.is_nan() {
+                let payload = u32::from(h & 0x3FF) << 13;
+                let sign = u32::from(h & 0x8000) << 16;
+                assert_eq!(got.to_bits(), sign | 0x7F80_0000 | payload, "{h:#06x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_f32().to_bits(), "{h:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn e8m0_half_from_bits() {
+        assert_eq!(e8m0_half(0), 2f32.powi(-128));
+        assert_eq!(e8m0_half(1), 2f32.powi(-127));
+        assert_eq!(e8m0_half(128), 1.0);
+        assert_eq!(e8m0_half(255), 2f32.powi(127));
+    }
+
+    #[test]
+    fn packed_scales() {
+        // Scale 5: low nibble of byte 5 | bits 4-5 from byte 1's top bits.
+        let s = [0, 0b1100_0000, 0, 0, 0, 0, 0, 0, 0, 0x0A, 0, 0];
+        assert_eq!(k4_scale_min(&s, 5, false), 0x0A | 0x30);
+        assert_eq!(k4_scale_min(&s, 1, false), 0);
+        // Q3_K scale 9: high nibble of byte 1, bits 2-3 of byte 9.
+        let s = [0, 0x70, 0, 0, 0, 0, 0, 0, 0, 0b1000, 0, 0];
+        assert_eq!(k3_scale(&s, 9), 0x07 | (0b10 << 4));
+        assert_eq!(bits_of(0xFE, 0, 8, true), -2);
+        assert_eq!(bits_of(0xFE, 4, 4, false), 15);
+    }
+}
