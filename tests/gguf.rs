@@ -125,7 +125,10 @@ fn check_fixture(stem: &str) -> BTreeSet<&'static str> {
             match kernel.run_on(isa, data, &mut got) {
                 Ok(()) => assert_bits(stem, t.name(), isa.name(), &got, &want),
                 Err(BlockError::IsaUnavailable { .. }) => {
-                    support::path_unavailable(&format!("generated GGUF blocks on {}", isa.name()));
+                    support::isa_unavailable(
+                        isa,
+                        &format!("generated GGUF blocks on {}", isa.name()),
+                    );
                 }
                 Err(e) => panic!("{e}"),
             }

@@ -78,7 +78,7 @@ fn check(ty: GgmlType, bytes: &[u8], cuts: &[usize]) {
     reference::dequantize(ty, bytes, &mut want).unwrap();
     for isa in Isa::ALL {
         let Some(got) = generated(ty, isa, bytes, cuts) else {
-            support::path_unavailable(&format!("generated GGUF blocks on {}", isa.name()));
+            support::isa_unavailable(isa, &format!("generated GGUF blocks on {}", isa.name()));
             continue;
         };
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -83,7 +83,7 @@ pub fn pinned(k: &GeneratedKernel) -> Vec<(Isa, GeneratedKernel)> {
 
 /// An ISA this CPU lacks: no test can run it here (not a skip of a path the
 /// machine has), so it is only reported, once, on uncaptured stderr.
-fn not_on_this_cpu(isa: Isa) {
+pub fn not_on_this_cpu(isa: Isa) {
     use std::io::Write;
     use std::sync::Mutex;
     static SEEN: Mutex<Vec<Isa>> = Mutex::new(Vec::new());

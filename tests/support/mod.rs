@@ -17,6 +17,17 @@ pub mod paths;
 pub use dq::case::Rng;
 pub use kernels::{Variant, all_variants, backend_variants, pinned, reference};
 
+/// Report an ISA-pinned path that did not run: `NOT ON THIS CPU` when the CPU's own
+/// flags lack `isa` (not a failure: CI runs on the CPU it gets), else
+/// [`path_unavailable`] (the library refused an ISA this CPU has).
+pub fn isa_unavailable(isa: dq::arch::Isa, path: &str) {
+    if paths::cpu_has(isa) {
+        path_unavailable(path);
+    } else {
+        kernels::not_on_this_cpu(isa);
+    }
+}
+
 /// Proptest cases per property: `DQ_PROPTEST_CASES`, else `default`.
 pub fn proptest_cases(default: u32) -> u32 {
     std::env::var("DQ_PROPTEST_CASES")
