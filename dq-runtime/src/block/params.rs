@@ -133,8 +133,9 @@ mod tests {
         let s = [0, 0b1100_0000, 0, 0, 0, 0, 0, 0, 0, 0x0A, 0, 0];
         assert_eq!(k4_scale_min(&s, 5, false), 0x0A | 0x30);
         assert_eq!(k4_scale_min(&s, 1, false), 0);
-        // Q3_K scale 9: high nibble of byte 1, bits 2-3 of byte 9.
-        let s = [0, 0x70, 0, 0, 0, 0, 0, 0, 0, 0b1000, 0, 0];
+        // Q3_K scale 9 (gguf-py: `lscales` row 1 column 1, `hscales` row 2 column 1):
+        // high nibble of byte 1, bits 4-5 of byte 9.
+        let s = [0, 0x70, 0, 0, 0, 0, 0, 0, 0, 0b10_0000, 0, 0];
         assert_eq!(k3_scale(&s, 9), 0x07 | (0b10 << 4));
         assert_eq!(bits_of(0xFE, 0, 8, true), -2);
         assert_eq!(bits_of(0xFE, 4, 4, false), 15);
