@@ -63,9 +63,9 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     /// file.dequantize(t, &mut bf16s, &opts)?;
     /// assert_eq!(bf16s[7], bf16::from_f32(f32s[7]));
     /// // The generated backend runs the type's declaration: the same bits.
-    /// let mut gen = vec![0f32; f32s.len()];
-    /// file.dequantize(t, &mut gen, &Options { backend: Backend::Generated, threads: 1 })?;
-    /// assert_eq!(gen.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+    /// let mut generated = vec![0f32; f32s.len()];
+    /// file.dequantize(t, &mut generated, &Options { backend: Backend::Generated, threads: 1 })?;
+    /// assert_eq!(generated.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
     ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
     /// // The JIT backend does not run block types yet: a clear error.
     /// let jit = Options { backend: Backend::Jit, threads: 1 };
