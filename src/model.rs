@@ -250,8 +250,9 @@ impl ModelConfig {
 /// `progress(done, total, name)` is called after each tensor.
 ///
 /// # Errors
-/// A backend that is unavailable or refuses a tensor ([`Error::BackendUnavailable`]),
-/// or a validation error for a bad group size.
+/// A backend that is unavailable or refuses a tensor
+/// ([`Error::BackendUnavailable`](crate::Error::BackendUnavailable)), or a validation
+/// error for a bad group size.
 pub fn run(cfg: &ModelConfig, mut progress: impl FnMut(usize, usize, &str)) -> Result<ModelReport> {
     let mut backends = cfg.backends.clone();
     if cfg.verify && !backends.contains(&Backend::Reference) {
