@@ -29,7 +29,9 @@ use std::fmt;
 use half::{bf16, f16};
 
 use crate::plan::normalize_axis;
-use crate::{DType, Job, Kernel, Op, Plan, Qtype, Result, Role, Tensor, TensorDesc, TensorMut};
+use crate::{
+    DType, Dequantize, Job, Kernel, Op, Plan, Qtype, Result, Role, Tensor, TensorDesc, TensorMut,
+};
 
 pub use dq_runtime::rng::Rng;
 
@@ -110,35 +112,16 @@ impl Case {
         let mut rng = Rng::new(seed);
         let src_bytes = int_bytes(&mut rng, src.dtype, src.required_bytes(Role::Src)?);
         if let Op::Dequantize(o) = &mut op {
-            let n = match o.qtype {
-                Qtype::PerChannel => {
-                    normalize_axis(o.axis, src.shape.len()).map_or(1, |a| src.shape[a])
-                }
-                _ => 1,
-            };
-            o.scales = (0..n).map(|_| scale(&mut rng)).collect();
-            if o.zps.is_some() {
-                o.zps = Some(
-                    (0..n)
-                        .map(|_| (rng.next_u64() % 201) as i64 - 100)
-                        .collect(),
-                );
-            }
+            fill_static_lists(o, &src.shape, &mut rng);
         }
-        let scales = match scales {
-            Some(d) => {
-                let bytes = scale_bytes(&mut rng, d.dtype, d.required_bytes(Role::Scales)?);
-                Some(OwnedTensor::new(d, bytes))
-            }
-            None => None,
+        let mut owned = |d: TensorDesc, role: Role, make: Generator| -> Result<OwnedTensor> {
+            let bytes = make(&mut rng, d.dtype, d.required_bytes(role)?);
+            Ok(OwnedTensor::new(d, bytes))
         };
-        let zps = match zps {
-            Some(d) => {
-                let bytes = int_bytes(&mut rng, d.dtype, d.required_bytes(Role::Zps)?);
-                Some(OwnedTensor::new(d, bytes))
-            }
-            None => None,
-        };
+        let scales = scales
+            .map(|d| owned(d, Role::Scales, scale_bytes))
+            .transpose()?;
+        let zps = zps.map(|d| owned(d, Role::Zps, int_bytes)).transpose()?;
         let dst_bytes = vec![0; dst.required_bytes(Role::Dst)?];
         Ok(Case {
             op,
@@ -264,6 +247,26 @@ impl fmt::Debug for Case {
             d.desc.describe(),
             d.data.len()
         )
+    }
+}
+
+/// Makes `bytes` bytes of random data of a dtype.
+type Generator = fn(&mut Rng, DType, usize) -> Vec<u8>;
+
+/// Random scales for the static op, one per channel of `shape`, and random zero
+/// points in `-100..=100` when it has a zero-point list.
+fn fill_static_lists(o: &mut Dequantize, shape: &[usize], rng: &mut Rng) {
+    let n = match o.qtype {
+        Qtype::PerChannel => normalize_axis(o.axis, shape.len()).map_or(1, |a| shape[a]),
+        _ => 1,
+    };
+    o.scales = (0..n).map(|_| scale(rng)).collect();
+    if o.zps.is_some() {
+        o.zps = Some(
+            (0..n)
+                .map(|_| (rng.next_u64() % 201) as i64 - 100)
+                .collect(),
+        );
     }
 }
 
