@@ -116,12 +116,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let copy_src = vec![1u8; dst_bytes];
     let mut copy_dst = vec![0u8; dst_bytes];
     let threads = a.case.threads;
+    let pool = copy_pool(threads)?;
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
     for (job, (_, kernel)) in jobs.iter_mut().zip(&kernels) {
         calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
     }
     calls.push(Box::new(|| {
-        parallel_copy(&copy_src, &mut copy_dst, threads);
+        parallel_copy(pool.as_ref(), &copy_src, &mut copy_dst);
         Ok(())
     }));
     let budget = Duration::from_secs_f64(a.min_time.max(0.0) * calls.len() as f64);
@@ -298,18 +299,35 @@ fn sample_rounds(
     Ok(samples)
 }
 
-/// `dst.copy_from_slice(src)` split over `threads` scoped threads.
-fn parallel_copy(src: &[u8], dst: &mut [u8], threads: usize) {
-    if threads <= 1 || src.len() < 1 << 16 {
+/// `dst.copy_from_slice(src)` split over `pool`'s threads (built once per bench, as
+/// the kernels' pool is: the yardstick pays no thread start-up per call).
+fn parallel_copy(pool: Option<&rayon::ThreadPool>, src: &[u8], dst: &mut [u8]) {
+    use rayon::prelude::*;
+    let Some(pool) = pool.filter(|_| src.len() >= 1 << 16) else {
         dst.copy_from_slice(src);
         return;
-    }
-    let chunk = src.len().div_ceil(threads).next_multiple_of(64);
-    std::thread::scope(|s| {
-        for (d, c) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
-            s.spawn(move || d.copy_from_slice(c));
-        }
+    };
+    let chunk = src
+        .len()
+        .div_ceil(pool.current_num_threads())
+        .next_multiple_of(64);
+    pool.install(|| {
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
+            .for_each(|(d, c)| d.copy_from_slice(c));
     });
+}
+
+/// A pool of `threads` threads for the memcpy yardstick; `None` for one thread.
+fn copy_pool(threads: usize) -> Result<Option<rayon::ThreadPool>, CliError> {
+    if threads <= 1 {
+        return Ok(None);
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map(Some)
+        .map_err(|source| CliError::Threads { threads, source })
 }
 
 /// The case flags with the bench defaults filled in, and whether the static op

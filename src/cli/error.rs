@@ -96,6 +96,14 @@ pub enum CliError {
         got: Vec<usize>,
     },
     /// A dtype NumPy cannot store.
+    /// The memcpy yardstick's thread pool could not start.
+    #[error("cannot start {threads} threads for the memcpy yardstick: {source}")]
+    Threads {
+        /// Threads asked for.
+        threads: usize,
+        /// rayon's reason.
+        source: rayon::ThreadPoolBuildError,
+    },
     #[error("{path}: NumPy has no {dtype} dtype; use a .bin file", path = path.display())]
     NoNumpyDType {
         /// The file.
