@@ -6,6 +6,8 @@
 #
 # GGUF block types against candle-core 0.11 (its own crate, benches/peers/candle):
 #   bash benches/peers/run.sh --gguf [--json] [--min-time S]
+# NumPy's unpack-and-dequantize of GPTQ/AWQ 4-bit linears (checkpoints_numpy.py):
+#   bash benches/peers/run.sh --checkpoints [--k K] [--n N] [--group G] [--json]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,7 +17,7 @@ BUILD="$HERE/build"
 PY="${PYTHON:-python3}"
 
 # Pinned peers (PEERS.md). intel-cmplr-lib-ur is only used for one file, see below.
-PACKAGES="onednn==2026.1.0 onednn-devel==2026.1.0 tbb-devel==2023.2.0 onnxruntime numpy ml-dtypes onnx matplotlib"
+PACKAGES="onednn==2026.1.0 onednn-devel==2026.1.0 tbb-devel==2023.2.0 onnxruntime numpy ml-dtypes onnx matplotlib safetensors"
 UR_WHEEL="intel-cmplr-lib-ur==2026.1.0"
 
 log() { echo "[peers] $*" >&2; }
@@ -81,6 +83,10 @@ if [ "${1:-}" = "--gguf" ]; then
 fi
 
 setup_venv
+if [ "${1:-}" = "--checkpoints" ]; then
+    shift
+    exec "$VENV/bin/python" "$HERE/checkpoints_numpy.py" "$@"
+fi
 fix_ur_adapter
 build_driver
 build_dq
