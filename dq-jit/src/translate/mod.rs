@@ -21,6 +21,7 @@
 //! - [`lane_loads`]: src, zero points and scales into vector lanes;
 //! - [`table`]: 4-bit table lookups;
 //! - [`byte_table`]: 256-entry table lookups (8-bit float src, long segments);
+//! - [`exp_table`]: f8_e4m3 -> bf16 as a 16-entry table plus the exponent;
 //! - [`float_src`]: float src codes decoded in vector lanes;
 //! - [`scalar`]: one element at a time (tails, peels, non-vector code);
 //! - [`eval`]: the formula;
@@ -29,6 +30,7 @@
 
 mod byte_table;
 mod eval;
+mod exp_table;
 mod float_src;
 mod lane_loads;
 mod loops;

@@ -21,11 +21,14 @@ fn byte_table(jit: &Jit, c: &Case) -> bool {
 /// the smallest subnormals, the smallest normal, ±infinity, quiet and
 /// signalling NaN, the largest finite, ±1 and ordinary values; for e8m0 every
 /// code that is its own case (0: 2^-127, 1, 127: 1, 254: 2^127, 255: NaN) and
-/// ordinary ones.
+/// ordinary ones; for bf16 and e8m0, the edges of the range where f8_e4m3 ->
+/// bf16 takes the exponent tables.
 fn scale_rows(t: DType) -> Vec<Vec<u8>> {
     let bits: Vec<u64> = match t {
+        // 9, 10, 244, 245: both sides of the range f8_e4m3 -> bf16's exponent
+        // tables serve (2^-117 <= |s| < 2^118).
         DType::E8M0 => {
-            return [0u8, 1, 100, 127, 130, 200, 254, 255]
+            return [0u8, 1, 9, 10, 100, 127, 130, 200, 244, 245, 254, 255]
                 .map(|e| vec![e])
                 .to_vec();
         }
@@ -49,9 +52,11 @@ fn scale_rows(t: DType) -> Vec<Vec<u8>> {
             0, 0x8000, 1, 0x8001, 0x0400, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0x7bff, 0x3c00, 0xbe00,
             0x211f, 0x5a40,
         ],
+        // From 0x047f: both sides of the range of the exponent tables (0x7b7f:
+        // some f8_e4m3 codes times it overflow f32).
         _ => vec![
             0, 0x8000, 1, 0x8001, 0x0080, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x7f7f, 0x3f80, 0xbfc0,
-            0x3c24, 0x4b80,
+            0x3c24, 0x4b80, 0x047f, 0x0500, 0x857f, 0x7a7f, 0xfa7f, 0x7a80, 0x7b7f,
         ],
     };
     let w = t.bits() / 8;
