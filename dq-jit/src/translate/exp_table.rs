@@ -25,6 +25,9 @@ use super::{Lut, Translator, lanes, mem};
 /// The biased f32 exponents of a scale the tables serve: `2^-117 <= |s| < 2^118`.
 const SAFE_EXP: (i64, i64) = (10, 244);
 
+/// Shortest segment (elements) worth the tables: they cost about a vector step.
+const EXP_MIN: usize = 32;
+
 /// The two byte planes of a segment's 16 entries (see [`Translator::exp_tables`]).
 #[derive(Clone, Copy)]
 pub(super) struct ExpTables {
@@ -33,10 +36,18 @@ pub(super) struct ExpTables {
 }
 
 impl<'a, 'f> Translator<'a, 'f> {
-    /// True when segments may take exponent tables: f8_e4m3 src, bf16 stores,
-    /// the formula `q * s`, and byte shuffles.
+    /// True when constant-scale segments may take exponent tables: f8_e4m3
+    /// src, bf16 stores, the formula `q * s`, byte shuffles, and segments that
+    /// can be [`EXP_MIN`] long.
     pub(super) fn exp_tables_pay(&self) -> bool {
-        self.spec.src == DType::F8E4M3
+        let inner = self.inner();
+        let longest = if inner.is_constant() {
+            inner.len
+        } else {
+            inner.group.min(inner.len)
+        };
+        longest >= EXP_MIN
+            && self.spec.src == DType::F8E4M3
             && self.spec.out() == DType::BF16
             && self.spec.formula.nodes == STANDARD_FLOAT.nodes
             && self.lut == Lut::Pshufb

@@ -325,20 +325,20 @@ impl<'a, 'f> Translator<'a, 'f> {
         let sv = self.b.ins().splat(types::F32X4, s);
         let zv = self.vec_z(z);
         let mut p = p;
+        if self.exp_tables_pay() {
+            // A scale in range takes the exponent tables, any other the byte
+            // table or the vector decode below.
+            let ok = self.exp_tables_ok(s);
+            let (fast, slow) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(ok, fast, &[], slow, &[]);
+            self.b.switch_to_block(fast);
+            let tabs = self.exp_tables(sv);
+            self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
+                t.emit_exp_step(tabs, sp, dp)
+            });
+            self.b.switch_to_block(slow);
+        }
         if self.byte_table_pays() {
-            if self.exp_tables_pay() {
-                // A scale in range takes the exponent tables, any other the
-                // byte table.
-                let ok = self.exp_tables_ok(s);
-                let (fast, slow) = (self.b.create_block(), self.b.create_block());
-                self.b.ins().brif(ok, fast, &[], slow, &[]);
-                self.b.switch_to_block(fast);
-                let tabs = self.exp_tables(sv);
-                self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
-                    t.emit_exp_step(tabs, sp, dp)
-                });
-                self.b.switch_to_block(slow);
-            }
             let tab = self.byte_table(sv);
             self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
                 t.emit_byte_lookups(tab, sp, dp)
