@@ -15,11 +15,10 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
-use dq_runtime::minifloat::NAN_BITS;
+use dq_runtime::minifloat::{NAN_BITS, f8_e4m3_to_f32};
 use dq_runtime::{DType, STANDARD_FLOAT};
 
-use super::float_src::Codes;
-use super::vector::Scales;
+use super::eval::Ints;
 use super::{Lut, Translator, lanes, mem};
 
 /// The biased f32 exponents of a scale the tables serve: `2^-117 <= |s| < 2^118`.
@@ -65,14 +64,22 @@ impl<'a, 'f> Translator<'a, 'f> {
             .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, d, SAFE_EXP.1 - SAFE_EXP.0)
     }
 
-    /// The 16 entries of scale `sv` (F32X4 splat), computed by the vector code:
+    /// The 16 entries of scale `sv` (F32X4 splat), computed by the formula's
+    /// vector code on the codes' values (constants: no NaN among them):
     /// entry `m < 8` is the bf16 result of the code with exponent field 1 and
     /// mantissa `m`, less `1 << 7` (so adding `e << 7` gives exponent `e`'s);
     /// entry `8 + m` is the subnormal code `m`'s result.
     pub(super) fn exp_tables(&mut self, sv: Value) -> ExpTables {
-        let codes = self.vconst_bytes((8..16).chain(0..8).collect());
-        let ys = self.float_codes_f32(Codes::Bytes(codes), Scales::Splat(sv));
-        let mut h = ys.map(|y| self.round_16(y));
+        let codes: Vec<u8> = (8..16).chain(0..8).collect();
+        let mut h = [sv; 4];
+        for (i, hi) in h.iter_mut().enumerate() {
+            let values = codes[4 * i..4 * i + 4]
+                .iter()
+                .flat_map(|&c| f8_e4m3_to_f32(c).to_bits().to_le_bytes());
+            let x = self.vconst_lanes(types::F32X4, values.collect());
+            let y = self.eval(Ints::Float(x), sv, true);
+            *hi = self.round_16(y);
+        }
         for x in &mut h[..2] {
             *x = self.add_c(*x, -0x80);
         }
