@@ -22,13 +22,15 @@ pub struct Spec {
     pub lowering: Lowering,
     /// f16 results are computed as f32 into a block buffer and converted by the
     /// host's f16 conversion instructions (F16C), which are exact: dense f16 dst
-    /// from 8-bit or wider src, when the JIT allows it and the host has them. The
+    /// from 8-bit or wider src (f8 float src too, unless its long segments look
+    /// their results up in f16 tables), when the JIT allows it and the host has them. The
     /// kernel then stores f32 and only runs through
     /// [`CompiledKernel::run`](crate::CompiledKernel::run).
     pub f16_blocks: bool,
-    /// 4-bit src to f16: each segment's 16-entry table is rounded by the host's f16
-    /// conversion instructions (F16C, exact), called from the kernel, when the JIT
-    /// allows host conversion and the host has them.
+    /// 4-bit src (or 8-bit float src with 256-entry tables) to f16: each
+    /// segment's table is rounded by the host's f16 conversion instructions
+    /// (F16C, exact), called from the kernel, when the JIT allows host
+    /// conversion and the host has them.
     pub f16_tables: bool,
 }
 
@@ -74,12 +76,12 @@ impl Spec {
         let f16_blocks = f16_convert
             && lowering.dst == DType::F16
             && !lowering.src.is_4bit()
-            && !lowering.src.is_float_src()
+            && !crate::translate::long_f8_segments(lowering)
             && lowering.dst_dense
             && arch::f16_convert();
         let f16_tables = f16_convert
             && lowering.dst == DType::F16
-            && lowering.src.is_4bit()
+            && (lowering.src.is_4bit() || crate::translate::long_f8_segments(lowering))
             && arch::f16_convert();
         Ok(Spec {
             formula,
@@ -188,8 +190,7 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
         });
     };
     let quiet = !spec.facts.may_pass_signaling;
-    // Float src decodes in vector lanes; e8m0 scales are per segment (a scale per
-    // element takes the scalar path, see `emit_per_elem`).
+    // Float src and e8m0 scales decode in vector lanes.
     let vector = !f64_work
         && !matches!(spec.src, DType::S32 | DType::S64)
         && fits(&vec, i32::MIN as i128, i32::MAX as i128);

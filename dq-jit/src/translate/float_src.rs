@@ -43,50 +43,64 @@ fn layout(t: DType) -> Layout {
     }
 }
 
-/// 16 decoded float src values, and where their codes are NaN.
+/// 16 float src codes as loaded, before decoding (see
+/// [`Translator::load_float_codes`]).
+pub(super) enum Codes {
+    /// 8-bit codes: the 16 bytes, code `i` in byte `i`.
+    Bytes(Value),
+    /// 4-bit codes: per lane group, each code at the top of its I32 lane.
+    Tops([Value; 4]),
+}
+
+/// Four decoded float src values, and where their codes are NaN.
 pub(super) struct Decoded {
-    /// The values (F32X4, elements in order); NaN codes give a finite stand-in.
-    pub(super) x: [Value; 4],
-    /// Per lane group, the I32X4 mask of NaN codes (`None`: the type has none).
-    pub(super) nan: Option<[Value; 4]>,
+    /// The values (F32X4); NaN codes give a finite or infinite stand-in.
+    pub(super) x: Value,
+    /// The I32X4 mask of NaN codes (`None`: the type has none).
+    pub(super) nan: Option<Value>,
 }
 
 impl<'a, 'f> Translator<'a, 'f> {
     /// The 16 float src codes from byte address `addr` (4-bit: from its low
-    /// nibble), decoded.
-    pub(super) fn load_float_vec_at(&mut self, addr: Value) -> Decoded {
-        let t = self.spec.src;
-        let l = layout(t);
-        // Each code at the top of its I32 lane: the sign at bit 31 (one byte
-        // shuffle a lane group where the target has one).
-        let top: [Value; 4] = if l.bits == 8 && self.lut == Lut::Pshufb {
-            let v = self.b.ins().load(types::I8X16, mem(), addr, 0);
-            std::array::from_fn(|k| {
+    /// nibble), loaded for [`decode_group`](Self::decode_group).
+    pub(super) fn load_float_codes(&mut self, addr: Value) -> Codes {
+        let l = layout(self.spec.src);
+        if l.bits == 8 && self.lut == Lut::Pshufb {
+            return Codes::Bytes(self.b.ins().load(types::I8X16, mem(), addr, 0));
+        }
+        let int = if l.bits == 8 { DType::U8 } else { DType::U4 };
+        let c = self.load_int_vec_at(int, addr);
+        Codes::Tops(c.map(|c| self.vshl(c, 32 - l.bits)))
+    }
+
+    /// Codes `4k .. 4k + 4` of `codes`, decoded. One lane group at a time: its
+    /// values go to the formula and the store before the next group's decoding,
+    /// so fewer vectors are live (no spills in the loop).
+    pub(super) fn decode_group(&mut self, codes: &Codes, k: usize) -> Decoded {
+        let l = layout(self.spec.src);
+        // The group's codes at the top of their I32 lanes: the sign at bit 31
+        // (one byte shuffle for 8-bit codes).
+        let top = match *codes {
+            Codes::Bytes(v) => {
                 let b = 4 * k as u8;
                 let y = self.pshufb(v, (b..b + 4).flat_map(|i| [0x80, 0x80, 0x80, i]));
                 self.b.ins().bitcast(types::I32X4, lanes(), y)
-            })
-        } else {
-            let int = if l.bits == 8 { DType::U8 } else { DType::U4 };
-            let c = self.load_int_vec_at(int, addr);
-            c.map(|c| self.vshl(c, 32 - l.bits))
+            }
+            Codes::Tops(t) => t[k],
         };
-        let mut x = top;
-        for (xk, &c) in x.iter_mut().zip(&top) {
-            let v = self.decode_lanes(&l, c);
-            *xk = self.b.ins().bitcast(types::F32X4, lanes(), v);
-        }
-        let nan = match t {
-            DType::F8E4M3 => Some(top.map(|c| {
-                let m = self.vshl(c, 1);
-                let nan = self.c32(types::I32X4, 0xfe00_0000_u32 as i64);
-                self.b.ins().icmp(IntCC::Equal, m, nan)
-            })),
-            DType::F8E5M2 => Some(top.map(|c| {
-                let m = self.vshl(c, 1);
-                let inf = self.c32(types::I32X4, 0xf800_0000_u32 as i64);
-                self.b.ins().icmp(IntCC::UnsignedGreaterThan, m, inf)
-            })),
+        let (v, mag) = self.decode_lanes(&l, top);
+        let x = self.b.ins().bitcast(types::F32X4, lanes(), v);
+        // NaN codes by their magnitude bits (signed compares: one instruction).
+        let pos = 23 - l.man;
+        let nan = match self.spec.src {
+            DType::F8E4M3 => {
+                let all = self.c32(types::I32X4, 0x7f << pos);
+                Some(self.b.ins().icmp(IntCC::Equal, mag, all))
+            }
+            DType::F8E5M2 => {
+                let inf = self.c32(types::I32X4, 0x7c << pos);
+                Some(self.b.ins().icmp(IntCC::SignedGreaterThan, mag, inf))
+            }
             _ => None,
         };
         Decoded { x, nan }
@@ -94,7 +108,8 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// The f32 bits (I32X4) of the codes `c` (each at the top of its lane) of a
     /// float src with layout `l`, in integer arithmetic and one exact float
-    /// subtraction (never a subnormal operand, which costs x86 a slow assist).
+    /// subtraction (never a subnormal operand, which costs x86 a slow assist);
+    /// and the codes' magnitude bits (exponent and mantissa, where the f32's are).
     ///
     /// A normal code's exponent and mantissa bits, moved into place, plus the
     /// rebiased exponent are its bits. A subnormal code `m * 2^(1 - bias - man)`
@@ -102,7 +117,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// with the exponent one up, the second the same with the mantissa cleared.
     /// f8_e5m2's all-ones exponent gives infinity (NaN codes too: the caller
     /// replaces those); the sign goes in last (a subnormal -0 stays -0).
-    fn decode_lanes(&mut self, l: &Layout, c: Value) -> Value {
+    fn decode_lanes(&mut self, l: &Layout, c: Value) -> (Value, Value) {
         let pos = 23 - l.man;
         let mag = self.vushr(c, 32 - l.bits - pos);
         let mag = self.and_c(mag, ((1i64 << (l.bits - 1)) - 1) << pos);
@@ -116,16 +131,14 @@ impl<'a, 'f> Translator<'a, 'f> {
         let is_sub = self.b.ins().icmp(IntCC::SignedLessThan, mag, small);
         let mut v = self.sel(is_sub, sub, normal);
         if self.spec.src == DType::F8E5M2 {
-            let inf_at = self.c32(types::I32X4, 0x7c << pos);
-            let big = self
-                .b
-                .ins()
-                .icmp(IntCC::SignedGreaterThanOrEqual, mag, inf_at);
+            // `mag >= inf_at` as one signed compare.
+            let below_inf = self.c32(types::I32X4, (0x7c << pos) - 1);
+            let big = self.b.ins().icmp(IntCC::SignedGreaterThan, mag, below_inf);
             let inf = self.c32(types::I32X4, 0x7f80_0000);
             v = self.sel(big, inf, v);
         }
         let sign = self.and_c(c, 0x8000_0000_u32 as i64);
-        self.b.ins().bor(v, sign)
+        (self.b.ins().bor(v, sign), mag)
     }
 
     /// I32X4 bits as F32X4.
@@ -135,11 +148,15 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// Result `y` (F32X4) with the lanes of `nan` (I32X4 mask, if any) set to
     /// [`NAN_BITS`]: a NaN src gives its own NaN (SPEC 10, as the scalar code).
+    /// Selected as I32X4, where the backend sees the mask is a compare's (one
+    /// blend).
     pub(super) fn float_src_nan(&mut self, nan: Option<Value>, y: Value) -> Value {
         match nan {
             Some(m) => {
-                let q = self.vconst(types::F32X4, NAN_BITS as u64);
-                self.sel(m, q, y)
+                let q = self.c32(types::I32X4, NAN_BITS as i64);
+                let yi = self.b.ins().bitcast(types::I32X4, lanes(), y);
+                let r = self.sel(m, q, yi);
+                self.fbits(r)
             }
             None => y,
         }

@@ -4,8 +4,10 @@
 //! contiguous scales as F32X4.
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{ConstantData, InstBuilder, Value, types};
 use dq_runtime::DType;
+use dq_runtime::minifloat::NAN_BITS;
 
 use super::{Translator, lanes, mem};
 
@@ -101,16 +103,28 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().bitcast(types::I8X16, lanes(), v)
     }
 
+    /// Bytes per scale: the dst dtype's, or 1 for e8m0.
+    fn scale_bytes(&self) -> usize {
+        if self.spec.scales == DType::E8M0 {
+            1
+        } else {
+            self.spec.dst_bytes()
+        }
+    }
+
     /// The byte address of scale `base + j`.
     pub(super) fn scale_addr(&mut self, base: Value, j: Value) -> Value {
         let idx = self.add(base, j);
-        let off = self.mul_imm(idx, self.spec.dst_bytes() as i64);
+        let off = self.mul_imm(idx, self.scale_bytes() as i64);
         self.add(self.scales, off)
     }
 
     /// Scales `4k .. 4k + 4` from byte address `addr` as an F32X4.
     pub(super) fn load_scale_lanes(&mut self, addr: Value, k: usize) -> Value {
-        let at = (k * 4 * self.spec.dst_bytes()) as i32;
+        let at = (k * 4 * self.scale_bytes()) as i32;
+        if self.spec.scales == DType::E8M0 {
+            return self.load_e8m0_lanes(addr, at);
+        }
         match self.spec.dst {
             DType::F32 => self.b.ins().load(types::F32X4, mem(), addr, at),
             DType::BF16 => {
@@ -125,6 +139,27 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
+    /// Four e8m0 scales from byte address `addr + at` as an F32X4: `e << 23` is
+    /// `2^(e - 127)`'s bits, except that 0 (`2^-127`, `0x0040_0000`) and 255
+    /// (NaN, [`NAN_BITS`]) both need bit 22 set.
+    fn load_e8m0_lanes(&mut self, addr: Value, at: i32) -> Value {
+        let w = self.b.ins().load(types::I32, mem(), addr, at);
+        let v = self.b.ins().scalar_to_vector(types::I32X4, w);
+        let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
+        // Byte i to the top of lane i, then down to bits 23..30.
+        let top = self.pshufb(v, (0..4).flat_map(|i| [0x80, 0x80, 0x80, i]));
+        let top = self.b.ins().bitcast(types::I32X4, lanes(), top);
+        let x = self.vushr(top, 1);
+        let zero = self.vconst(types::I32X4, 0);
+        let inf = self.c32(types::I32X4, 0x7f80_0000);
+        let is0 = self.b.ins().icmp(IntCC::Equal, x, zero);
+        let is255 = self.b.ins().icmp(IntCC::Equal, x, inf);
+        let fix = self.b.ins().bor(is0, is255);
+        let fix = self.and_c(fix, (NAN_BITS & !0x7f80_0000) as i64);
+        let x = self.b.ins().bor(x, fix);
+        self.b.ins().bitcast(types::F32X4, lanes(), x)
+    }
+
     /// The F32X4 splat of `2^23 + bias(t)`: biased values of dtype `t` minus it are
     /// the values.
     pub(super) fn bias_splat(&mut self, t: DType) -> Value {
@@ -133,7 +168,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// An I8X16 constant of 16 `bytes`, emitted once at the top of the entry block.
-    fn vconst_bytes(&mut self, bytes: Vec<u8>) -> Value {
+    pub(super) fn vconst_bytes(&mut self, bytes: Vec<u8>) -> Value {
         debug_assert_eq!(bytes.len(), 16);
         if let Some(&v) = self.byte_consts.get(&bytes) {
             return v;

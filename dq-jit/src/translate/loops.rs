@@ -9,7 +9,7 @@ use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Value, types};
 use dq_runtime::DType;
 
 use super::vector::{Scales, Steps};
-use super::{Params, Run, Translator};
+use super::{Lut, Params, Run, Translator};
 
 impl<'a, 'f> Translator<'a, 'f> {
     /// Entry: return on an empty range, else unravel `start` and enter the run loop.
@@ -260,8 +260,8 @@ impl<'a, 'f> Translator<'a, 'f> {
             Some(t) => matches!(t, DType::S8 | DType::U8),
         };
         let contiguous = inner.src_stride == 1 && inner.dst_stride == 1 && inner.scale_stride == 1;
-        // Vector scales are loaded as the dst dtype (e8m0 ones are decoded one at a time).
-        let s_ok = self.spec.scales != DType::E8M0;
+        // e8m0 scales are decoded in lanes with a byte shuffle.
+        let s_ok = self.spec.scales != DType::E8M0 || self.lut == Lut::Pshufb;
         let params = Params::PerElem { base: run.scale };
         if !(self.an.vector && z_ok && s_ok && contiguous) {
             self.emit_scalar_loop(j0, j1, run, params);
@@ -325,7 +325,25 @@ impl<'a, 'f> Translator<'a, 'f> {
         let sv = self.b.ins().splat(types::F32X4, s);
         let zv = self.vec_z(z);
         let mut p = p;
-        if self.lut_pays() {
+        if self.exp_tables_pay() {
+            // A scale in range takes the exponent tables, any other the byte
+            // table or the vector decode below.
+            let ok = self.exp_tables_ok(s);
+            let (fast, slow) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(ok, fast, &[], slow, &[]);
+            self.b.switch_to_block(fast);
+            let tabs = self.exp_tables(sv);
+            self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
+                t.emit_exp_step(tabs, sp, dp)
+            });
+            self.b.switch_to_block(slow);
+        }
+        if self.byte_table_pays() {
+            let tab = self.byte_table(sv);
+            self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
+                t.emit_byte_lookups(tab, sp, dp)
+            });
+        } else if self.lut_pays() {
             let (tab, entries) = self.local_consts(|t| t.lut_table(sv, zv));
             let full = full.map(|full| {
                 let (fast, slow) = (self.b.create_block(), self.b.create_block());

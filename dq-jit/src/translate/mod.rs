@@ -20,13 +20,17 @@
 //! - [`vector`]: vector loops and steps (16 elements a step);
 //! - [`lane_loads`]: src, zero points and scales into vector lanes;
 //! - [`table`]: 4-bit table lookups;
+//! - [`byte_table`]: 256-entry table lookups (8-bit float src, long segments);
+//! - [`exp_table`]: f8_e4m3 -> bf16 as a 16-entry table plus the exponent;
 //! - [`float_src`]: float src codes decoded in vector lanes;
 //! - [`scalar`]: one element at a time (tails, peels, non-vector code);
 //! - [`eval`]: the formula;
 //! - [`round`]: results to dst bits (f32, f16, bf16, f64) and their stores;
 //! - [`ops`]: small instruction helpers (folded arithmetic, constants, lane ops).
 
+mod byte_table;
 mod eval;
+mod exp_table;
 mod float_src;
 mod lane_loads;
 mod loops;
@@ -48,6 +52,7 @@ use dq_runtime::Loop;
 
 use crate::spec::{Analysis, Spec};
 
+pub(crate) use byte_table::long_f8_segments;
 use eval::Int;
 pub(crate) use table::Lut;
 
@@ -105,6 +110,8 @@ pub(crate) struct Translator<'a, 'f> {
     table: Option<Value>,
     /// The stack slot tables go to, created on first use.
     table_slot: Option<Value>,
+    /// The stack slot of 256-entry tables, created on first use.
+    byte_table_slot: Option<Value>,
     /// Under [`Translator::local_consts`]: the block its constants go to, and them.
     local: Option<(Block, Consts)>,
 }
@@ -153,6 +160,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
             table: None,
             table_slot: None,
+            byte_table_slot: None,
             local: None,
         };
         t.emit_entry(p[4], p[5]);

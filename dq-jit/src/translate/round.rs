@@ -14,7 +14,32 @@ use super::{Translator, lanes, mem};
 ///
 /// # Safety
 /// `x` is valid for reading 16 f32 (aligned), `out` for writing 32 bytes, and
+/// they do not overlap; the CPU has AVX2 and F16C (kernels call it only under
+/// [`Spec::f16_tables`](crate::spec::Spec::f16_tables), which requires them).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe extern "C" fn f16_of_16(out: *mut u8, x: *const f32) {
+    use core::arch::x86_64::{
+        _MM_FROUND_TO_NEAREST_INT, _mm_storeu_si128, _mm256_cvtps_ph, _mm256_loadu_ps,
+    };
+    // Two conversions inline: a 16-entry table a segment (4-bit src) makes this
+    // call part of every segment's cost.
+    // SAFETY: the caller's contract: 16 readable f32 at `x`, 32 writable bytes at
+    // `out`, disjoint; the features are the CPU's.
+    unsafe {
+        let (a, b) = (_mm256_loadu_ps(x), _mm256_loadu_ps(x.add(8)));
+        _mm_storeu_si128(out.cast(), _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(a));
+        let hb = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(b);
+        _mm_storeu_si128(out.add(16).cast(), hb);
+    }
+}
+
+/// [`f16_of_16`] elsewhere: the runtime's conversion.
+///
+/// # Safety
+/// `x` is valid for reading 16 f32 (aligned), `out` for writing 32 bytes, and
 /// they do not overlap.
+#[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" fn f16_of_16(out: *mut u8, x: *const f32) {
     // SAFETY: the caller's contract: 16 readable f32 at `x`, 32 writable bytes at
     // `out`, disjoint.

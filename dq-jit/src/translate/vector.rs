@@ -8,6 +8,7 @@ use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Value, types};
 use dq_runtime::DType;
 
 use super::eval::Ints;
+use super::float_src::Codes;
 use super::lane_loads::{MAGIC, bias};
 use super::{Run, STEP, Translator, mem};
 use crate::spec::Z_LIMIT;
@@ -225,12 +226,10 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// backend then folds the load into the multiply) and each f32 result stored
     /// at once: fewer registers live, so no spills in per-element loops.
     pub(super) fn emit_vector_step(&mut self, sp: Value, dp: Value, s: Scales, z: [Value; 4]) {
-        let mut nan = None;
-        let ints: [Ints; 4] = if self.spec.src.is_float_src() {
-            let d = self.load_float_vec_at(sp);
-            nan = d.nan;
-            d.x.map(Ints::Float)
-        } else if self.biased {
+        if self.spec.src.is_float_src() {
+            return self.emit_float_step(sp, dp, s);
+        }
+        let ints: [Ints; 4] = if self.biased {
             let fq = self.load_biased_at(self.spec.src, sp);
             let k = Some(self.bias_splat(self.spec.src));
             std::array::from_fn(|i| Ints::Biased {
@@ -244,19 +243,74 @@ impl<'a, 'f> Translator<'a, 'f> {
         };
         let mut ys = [sp; 4];
         for i in 0..4 {
-            let si = match s {
-                Scales::Splat(v) => v,
-                Scales::At(addr) => self.load_scale_lanes(addr, i),
-            };
+            let si = self.step_scale(s, i);
             ys[i] = self.eval(ints[i], si, true);
-            ys[i] = self.float_src_nan(nan.map(|m| m[i]), ys[i]);
-            if self.spec.out() == DType::F32 {
-                let x = self.f32_bits(ys[i]);
-                self.b.ins().store(mem(), x, dp, 16 * i as i32);
-            }
+            self.store_f32_group(dp, i, ys[i]);
         }
         if self.spec.out() != DType::F32 {
             self.store_vec_at(dp, ys);
         }
+    }
+
+    /// [`emit_vector_step`](Self::emit_vector_step) for a float src: each lane
+    /// group decoded just before its formula and store.
+    fn emit_float_step(&mut self, sp: Value, dp: Value, s: Scales) {
+        let codes = self.load_float_codes(sp);
+        self.emit_float_codes(codes, dp, s);
+    }
+
+    /// The 16 float src `codes`' results with scales `s` to dst byte address `dp`.
+    pub(super) fn emit_float_codes(&mut self, codes: Codes, dp: Value, s: Scales) {
+        let mut ys = [dp; 4];
+        for (i, y) in ys.iter_mut().enumerate() {
+            *y = self.float_group(&codes, i, s);
+            self.store_f32_group(dp, i, *y);
+        }
+        if self.spec.out() != DType::F32 {
+            self.store_vec_at(dp, ys);
+        }
+    }
+
+    /// The 16 float src `codes`' results with scales `s` as four F32X4.
+    pub(super) fn float_codes_f32(&mut self, codes: Codes, s: Scales) -> [Value; 4] {
+        let mut ys = [codes_any(&codes); 4];
+        for (i, y) in ys.iter_mut().enumerate() {
+            *y = self.float_group(&codes, i, s);
+        }
+        ys
+    }
+
+    /// Lane group `i` of the float src `codes`' results with scales `s` (F32X4).
+    fn float_group(&mut self, codes: &Codes, i: usize, s: Scales) -> Value {
+        let d = self.decode_group(codes, i);
+        let si = self.step_scale(s, i);
+        let y = self.eval(Ints::Float(d.x), si, true);
+        self.float_src_nan(d.nan, y)
+    }
+
+    /// Lane group `i`'s scales: each loaded just before its use (the backend
+    /// then folds the load into the multiply).
+    fn step_scale(&mut self, s: Scales, i: usize) -> Value {
+        match s {
+            Scales::Splat(v) => v,
+            Scales::At(addr) => self.load_scale_lanes(addr, i),
+        }
+    }
+
+    /// Lane group `i`'s f32 results stored at once (f32 output only): fewer
+    /// registers live.
+    fn store_f32_group(&mut self, dp: Value, i: usize, y: Value) {
+        if self.spec.out() == DType::F32 {
+            let x = self.f32_bits(y);
+            self.b.ins().store(mem(), x, dp, 16 * i as i32);
+        }
+    }
+}
+
+/// Some value of `codes` (an array's filler).
+fn codes_any(codes: &Codes) -> Value {
+    match *codes {
+        Codes::Bytes(v) => v,
+        Codes::Tops(t) => t[0],
     }
 }

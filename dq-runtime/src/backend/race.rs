@@ -1,6 +1,9 @@
 //! `auto`'s choice by speed: the real calls of one plan run on each candidate
 //! kernel in turn, timed, until each has run [`Race::ROUNDS`] times; the fastest per
-//! element is the plan's kernel from then on.
+//! element is the plan's kernel from then on, except that the preferred kernel
+//! (the first generated one, else the first) keeps the plan unless another beats
+//! it by more than [`Race::MARGIN_PERCENT`]: two kernels within timing noise of
+//! each other would otherwise flip from run to run.
 
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -29,6 +32,10 @@ impl Race {
     /// Timed calls each kernel gets (the fastest of them counts).
     pub const ROUNDS: usize = 3;
 
+    /// How much faster (in percent of its time) a kernel must be than the
+    /// preferred one to win: more than the run-to-run noise of timed calls.
+    pub const MARGIN_PERCENT: u64 = 5;
+
     /// A race between `kernels` (at least one), none timed yet.
     pub fn new(kernels: Vec<&'static dyn Kernel>) -> Race {
         let n = kernels.len();
@@ -55,17 +62,29 @@ impl Race {
     }
 
     /// Records a call of kernel `i` that took `ps_per_element`; once every kernel
-    /// has [`ROUNDS`](Self::ROUNDS) calls, the fastest (the first on a tie) wins.
+    /// has [`ROUNDS`](Self::ROUNDS) calls, the winner is chosen (see
+    /// [`choose`](Self::choose)).
     pub fn record(&self, i: usize, ps_per_element: u64) {
         self.best[i].fetch_min(ps_per_element, Ordering::Relaxed);
         self.timed[i].fetch_add(1, Ordering::Relaxed);
         let done = (self.timed.iter()).all(|t| t.load(Ordering::Relaxed) >= Self::ROUNDS);
         if done {
-            let best = (0..self.kernels.len())
-                .min_by_key(|&k| self.best[k].load(Ordering::Relaxed))
-                .unwrap_or(0);
-            self.winner.store(best, Ordering::Relaxed);
+            self.winner.store(self.choose(), Ordering::Relaxed);
         }
+    }
+
+    /// The preferred kernel (the first generated one, else the first) unless the
+    /// fastest (the first on a tie) takes less than its time by more than
+    /// [`MARGIN_PERCENT`](Self::MARGIN_PERCENT).
+    fn choose(&self) -> usize {
+        let time = |k: usize| self.best[k].load(Ordering::Relaxed) as u128;
+        let n = self.kernels.len();
+        let fastest = (0..n).min_by_key(|&k| time(k)).unwrap_or(0);
+        let preferred = (0..n)
+            .find(|&k| self.kernels[k].backend() == Backend::Generated)
+            .unwrap_or(0);
+        let beats = time(fastest) * (100 + Self::MARGIN_PERCENT as u128) < time(preferred) * 100;
+        if beats { fastest } else { preferred }
     }
 
     /// The winning kernel, once chosen.
@@ -137,12 +156,70 @@ mod tests {
     }
 
     #[test]
-    fn the_slower_first_kernel_loses() {
+    fn the_slower_first_kernel_loses_by_more_than_the_margin() {
         let race = Race::new(vec![&A, &B]);
         for _ in 0..Race::ROUNDS {
             race.record(0, 200);
-            race.record(1, 199);
+            race.record(1, 190);
         }
+        // 200 > 190 * 1.05 = 199.5.
         assert!(is(race.winner(), &B));
+    }
+
+    #[test]
+    fn the_first_kernel_keeps_a_win_within_the_margin() {
+        let race = Race::new(vec![&A, &B]);
+        for _ in 0..Race::ROUNDS {
+            race.record(0, 200);
+            race.record(1, 191);
+        }
+        // 200 <= 191 * 1.05 = 200.55: noise, the preferred first kernel stays.
+        assert!(is(race.winner(), &A));
+    }
+
+    /// A kernel of backend `.0` (the reference's bits).
+    struct Named(Backend);
+
+    impl Kernel for Named {
+        fn backend(&self) -> Backend {
+            self.0
+        }
+        fn supports(&self, _plan: &Plan) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
+            // SAFETY: the caller's contract.
+            unsafe { A.run(job, range) }
+        }
+    }
+
+    static JIT: Named = Named(Backend::Jit);
+    static GEN: Named = Named(Backend::Generated);
+
+    fn race_of(jit: u64, generated: u64) -> Option<&'static dyn Kernel> {
+        // The facade's order: the JIT first.
+        let race = Race::new(vec![&JIT, &GEN]);
+        for _ in 0..Race::ROUNDS {
+            race.record(0, jit);
+            race.record(1, generated);
+        }
+        race.winner()
+    }
+
+    fn is_named(k: Option<&'static dyn Kernel>, want: &'static Named) -> bool {
+        k.is_some_and(|k| core::ptr::addr_eq(k, want))
+    }
+
+    #[test]
+    fn generated_is_preferred_within_the_margin_wherever_it_is_listed() {
+        // The JIT 4.5% faster: noise, generated stays.
+        assert!(is_named(race_of(1000, 1045), &GEN));
+        assert!(is_named(race_of(1000, 1050), &GEN));
+        // The JIT more than 5% faster wins.
+        assert!(is_named(race_of(1000, 1051), &JIT));
+        assert!(is_named(race_of(500, 1000), &JIT));
+        // Generated faster, by any amount, wins.
+        assert!(is_named(race_of(1000, 999), &GEN));
+        assert!(is_named(race_of(1000, 100), &GEN));
     }
 }

@@ -113,8 +113,8 @@ fn every_f4_code_through_the_table_and_vector_paths() {
 /// Every float src x dst x scale dtype (the dst's, e8m0), per tensor, per channel
 /// (both axes), per group (1 x 32 and 1 x 16, with remainders, and single
 /// elements), rows of 70 and 37: bit for bit with the reference on random codes
-/// and scales (NaN, infinite, subnormal), and on the vector path where the
-/// scales allow it (e8m0 ones per element take the scalar path).
+/// and scales (NaN, infinite, subnormal), and always on the vector path (e8m0
+/// scales per element included: decoded in lanes).
 #[test]
 fn float_src_every_dst_and_granularity() {
     let mut r = Rng::new(16);
@@ -124,18 +124,12 @@ fn float_src_every_dst_and_granularity() {
             let jits = jits_for(dst, &STANDARD);
             for shape in [[5, 70], [3, 37]] {
                 let d = (src, None, dst);
-                // Whether the case's scales are per segment (not per element).
-                for (k, segments) in [true, true, false, true, true, false]
-                    .into_iter()
-                    .enumerate()
-                {
+                for k in 0..6 {
                     for e8 in [true, false] {
                         let c = granularity(d, &shape, k);
-                        let (c, vector) = if e8 { (e8m0(c), segments) } else { (c, true) };
+                        let c = if e8 { e8m0(c) } else { c };
                         for jit in &jits {
-                            if vector {
-                                assert!(paths(jit, &c).0, "{c:?}: the vector path");
-                            }
+                            assert!(paths(jit, &c).0, "{c:?}: the vector path");
                             check(jit, &c, &mut r, 2);
                             n += 1;
                         }
@@ -161,5 +155,48 @@ fn granularity(d: (DType, Option<DType>, DType), shape: &[usize], k: usize) -> C
         3 => Case::per_group(d, shape, &[1, 32]),
         4 => Case::per_group(d, shape, &[1, 16]),
         _ => Case::per_group(d, shape, &[1, 1]),
+    }
+}
+
+/// Every e8m0 code as a per-element scale (group 1, decoded in vector lanes:
+/// 0 is `2^-127`, 255 NaN), rotated so each meets every lane of a step, for
+/// integer, 4-bit and float src and every dst: bit for bit with the reference
+/// over the whole call and every length 1..=80 from a random start.
+#[test]
+fn every_e8m0_code_per_element_on_the_vector_path() {
+    let mut r = Rng::new(8);
+    let n = 263;
+    let reference = dq_runtime::Reference { formula: &STANDARD };
+    for src in [
+        DType::S8,
+        DType::U4,
+        DType::F8E4M3,
+        DType::F8E5M2,
+        DType::F4E2M1,
+    ] {
+        for dst in DYN_DST {
+            let c = e8m0(Case::per_group((src, None, dst), &[n], &[1]));
+            for jit in jits_for(dst, &STANDARD) {
+                assert!(paths(&jit, &c).0, "{c:?}: the vector path");
+                let plan = c.plan();
+                let kernel = jit.kernel(&plan).expect("kernel");
+                for rot in [0, 5, 130] {
+                    let mut data = Data::random(&c, &mut r);
+                    data.scales = (0..n).map(|i| (i + rot) as u8).collect();
+                    let mut ranges: Vec<core::ops::Range<usize>> = Vec::with_capacity(81);
+                    ranges.push(0..n);
+                    for k in 1..=80 {
+                        let a = r.below((n - k) as u64 + 1) as usize;
+                        ranges.push(a..a + k);
+                    }
+                    for range in ranges {
+                        let want =
+                            data.run(&c, &plan, |job| job.run_range(&reference, range.clone()));
+                        let got = data.run(&c, &plan, |job| kernel.run(job, range.clone()));
+                        assert_eq!(got, want, "{c:?} rotation {rot}, range {range:?}");
+                    }
+                }
+            }
+        }
     }
 }

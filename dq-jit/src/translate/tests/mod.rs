@@ -19,6 +19,7 @@ use dq_runtime::{
 use crate::Jit;
 
 mod axes_static;
+mod byte_table;
 mod dynamic;
 mod float_src;
 mod formulas;
