@@ -120,42 +120,32 @@ fn first_nan(a: f32, r: f32) -> f32 {
     }
 }
 
-/// Evaluates the formula over a run: node by node, each a loop over the run.
+/// Evaluates the formula over a run, element by element: the node loop is over a
+/// constant declaration, so it unrolls into straight-line code, the per-element
+/// values stay in registers and the element loop vectorizes.
 #[inline(always)]
 fn formula<D: Block>(q: &[i32], p: &[f32; MAX_PARAMS], out: &mut [f32]) {
     let nodes = D::DECL.formula.nodes;
-    let n = q.len();
-    let mut v = [[0f32; MAX_RUN]; MAX_NODES];
-    for (i, node) in nodes.iter().enumerate() {
-        let (done, rest) = v.split_at_mut(i);
-        let dst = &mut rest[0][..n];
-        let get = |a: u16| &done[a as usize][..n];
-        match *node {
-            BlockNode::Q => {}
-            BlockNode::Float(_) => {
-                for (y, &q) in dst.iter_mut().zip(q) {
-                    *y = q as f32;
+    for (y, &q) in out.iter_mut().zip(q) {
+        let mut v = [0f32; MAX_NODES];
+        for (i, node) in nodes.iter().enumerate() {
+            v[i] = match *node {
+                BlockNode::Q => 0.0,
+                BlockNode::Float(_) => q as f32,
+                BlockNode::Param(k) => p[k as usize],
+                BlockNode::Mul(a, b) => {
+                    let (x, z) = (v[a as usize], v[b as usize]);
+                    let both = may_nan(nodes, a) && may_nan(nodes, b);
+                    if both { first_nan(x, x * z) } else { x * z }
                 }
-            }
-            BlockNode::Param(k) => dst.fill(p[k as usize]),
-            BlockNode::Mul(a, b) => {
-                let both = may_nan(nodes, a) && may_nan(nodes, b);
-                for ((y, &x), &z) in dst.iter_mut().zip(get(a)).zip(get(b)) {
-                    *y = if both { first_nan(x, x * z) } else { x * z };
+                BlockNode::Add(a, b) => {
+                    let (x, z) = (v[a as usize], v[b as usize]);
+                    let both = may_nan(nodes, a) && may_nan(nodes, b);
+                    if both { first_nan(x, x + z) } else { x + z }
                 }
-            }
-            BlockNode::Add(a, b) => {
-                let both = may_nan(nodes, a) && may_nan(nodes, b);
-                for ((y, &x), &z) in dst.iter_mut().zip(get(a)).zip(get(b)) {
-                    *y = if both { first_nan(x, x + z) } else { x + z };
-                }
-            }
-            BlockNode::Sub(a, b) => {
-                for ((y, &x), &z) in dst.iter_mut().zip(get(a)).zip(get(b)) {
-                    *y = x - z;
-                }
-            }
+                BlockNode::Sub(a, b) => v[a as usize] - v[b as usize],
+            };
         }
+        *y = v[nodes.len() - 1];
     }
-    out.copy_from_slice(&v[nodes.len() - 1][..n]);
 }
