@@ -327,11 +327,13 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// `src` is valid for reading `LANES / 2` bytes, `dst` for writing `LANES * 4`.
     unsafe fn lut32(self, t: Self::Tab32, src: *const u8, dst: *mut u8);
-    /// Looks up `2 * LANES` 4-bit values packed at `src` (low nibble first) in `t`
-    /// and stores the `2 * LANES` entries (one vector) at `dst`.
+    /// Elements per [`lut16`](Self::lut16) call (a multiple of `2 * LANES`).
+    const LUT16: usize = 2 * Self::LANES;
+    /// Looks up [`LUT16`](Self::LUT16) 4-bit values packed at `src` (low nibble
+    /// first) in `t` and stores their 2-byte entries at `dst`.
     ///
     /// # Safety
-    /// `src` is valid for reading `LANES` bytes, `dst` for writing `LANES * 4`.
+    /// `src` is valid for reading `LUT16 / 2` bytes, `dst` for writing `LUT16 * 2`.
     unsafe fn lut16(self, t: Self::Tab16, src: *const u8, dst: *mut u8);
 }
 

@@ -342,7 +342,7 @@ unsafe impl Simd for Avx2 {
     }
 
     type Tab32 = (__m256, __m256);
-    type Tab16 = (__m128i, __m128i);
+    type Tab16 = (__m256i, __m256i);
 
     #[inline(always)]
     unsafe fn tab32(self, p: *const u8) -> Self::Tab32 {
@@ -357,7 +357,12 @@ unsafe impl Simd for Avx2 {
             let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
             let a = _mm_shuffle_epi8(_mm_loadu_si128(p.cast()), split);
             let b = _mm_shuffle_epi8(_mm_loadu_si128(p.add(16).cast()), split);
-            (_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b))
+            // Each repeated in both 128-bit lanes: vpshufb looks up per lane.
+            let (lo, hi) = (_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b));
+            (
+                _mm256_broadcastsi128_si256(lo),
+                _mm256_broadcastsi128_si256(hi),
+            )
         }
     }
     #[inline(always)]
@@ -375,15 +380,26 @@ unsafe impl Simd for Avx2 {
             store256(dst, _mm256_castps_si256(_mm256_blendv_ps(lo, hi, pick)))
         }
     }
+    const LUT16: usize = 32;
     #[inline(always)]
     unsafe fn lut16(self, t: Self::Tab16, src: *const u8, dst: *mut u8) {
-        // SAFETY: 8 readable bytes at src, 32 writable at dst (caller); AVX2 (token).
+        // SAFETY: 16 readable bytes at src, 64 writable at dst (caller); AVX2 (token).
         unsafe {
-            let idx = self.expand_nibbles(_mm_loadl_epi64(src.cast()));
-            let lo = _mm_shuffle_epi8(t.0, idx);
-            let hi = _mm_shuffle_epi8(t.1, idx);
-            let y = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-            store256(dst, y)
+            let x = _mm_loadu_si128(src.cast());
+            let m = _mm_set1_epi8(0x0f);
+            let (lo, hi) = (
+                _mm_and_si128(x, m),
+                _mm_and_si128(_mm_srli_epi16::<4>(x), m),
+            );
+            // Indices of elements 0..16 and 16..32.
+            let (a, b) = (_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi));
+            // Lane 0: elements 0..8 and 16..24; lane 1: 8..16 and 24..32, so the
+            // byte interleaves below come out in element order.
+            let idx = _mm256_set_m128i(_mm_unpackhi_epi64(a, b), _mm_unpacklo_epi64(a, b));
+            let l = _mm256_shuffle_epi8(t.0, idx);
+            let h = _mm256_shuffle_epi8(t.1, idx);
+            store256(dst, _mm256_unpacklo_epi8(l, h));
+            store256(dst.add(32), _mm256_unpackhi_epi8(l, h))
         }
     }
 }

@@ -296,7 +296,7 @@ macro_rules! lut16_items {
         type Tab<V: Simd> = V::Tab16;
         #[inline(always)]
         fn lut_step<V: Simd>() -> usize {
-            2 * V::LANES
+            V::LUT16
         }
         #[inline(always)]
         unsafe fn tab<V: Simd>(v: V, p: *const u8) -> V::Tab16 {
