@@ -270,9 +270,15 @@ impl<'a> Job<'a> {
         }
         kernel.supports(self.plan)?;
         if !range.is_empty() {
-            // SAFETY: `range` is inside the plan (checked), `supports` said yes, and
-            // `&mut self` keeps every other run of this job out while this one lasts.
-            unsafe { kernel.run(self, range) };
+            let len = range.len();
+            raced(self.plan, kernel, len, |store| {
+                policy::with_call_store(store, || {
+                    // SAFETY: `range` is inside the plan (checked), `supports` said
+                    // yes, and `&mut self` keeps every other run of this job out
+                    // while this one lasts.
+                    unsafe { kernel.run(self, range) }
+                })
+            });
         }
         Ok(())
     }
@@ -304,6 +310,22 @@ impl<'a> Job<'a> {
         if threads == 1 || n == 0 {
             return self.run(kernel);
         }
+        let plan = self.plan;
+        raced(plan, kernel, n, |store| {
+            self.split_run(kernel, threads, store)
+        });
+        Ok(())
+    }
+
+    /// [`run_parallel`](Self::run_parallel)'s split, every part storing large
+    /// outputs as `store` (when set).
+    fn split_run(
+        &mut self,
+        kernel: &dyn Kernel,
+        threads: usize,
+        store: Option<policy::StoreStrategy>,
+    ) {
+        let n = self.plan.numel();
         let forced =
             FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
         let (start, ns) = if forced {
@@ -311,9 +333,11 @@ impl<'a> Job<'a> {
         } else {
             let probe = PROBE.min(n);
             let t = Instant::now();
-            // SAFETY: `0..probe` is inside the plan, `supports` said yes, and
-            // `&mut self` keeps every other run of this job out while this lasts.
-            unsafe { kernel.run(self, 0..probe) };
+            policy::with_call_store(store, || {
+                // SAFETY: `0..probe` is inside the plan, `supports` said yes, and
+                // `&mut self` keeps every other run of this job out while this lasts.
+                unsafe { kernel.run(self, 0..probe) }
+            });
             (probe, t.elapsed().as_nanos() as f64 / probe as f64)
         };
         let rest = n - start;
@@ -327,7 +351,10 @@ impl<'a> Job<'a> {
         let pool = (threads > 1).then(|| pool(threads)).flatten();
         let Some((pool, _)) = pool else {
             // One thread, or no threads to be had: the same bits on this thread.
-            return self.run_range(kernel, start..n);
+            return policy::with_call_store(store, || {
+                // SAFETY: as for the probe; `start..n` is the rest of the plan.
+                unsafe { kernel.run(self, start..n) }
+            });
         };
         let chunks: Vec<_> = (split(rest, threads).into_iter())
             .map(|r| r.start + start..r.end + start)
@@ -335,13 +362,14 @@ impl<'a> Job<'a> {
         let job = &*self;
         pool.install(|| {
             chunks.into_par_iter().for_each(|r| {
-                // SAFETY: the chunks of `split`, moved past the probe, are disjoint
-                // and inside the plan, `supports` said yes, and `&mut self` keeps
-                // every other run of this job out while these last.
-                unsafe { kernel.run(job, r) }
+                policy::with_call_store(store, || {
+                    // SAFETY: the chunks of `split`, moved past the probe, are
+                    // disjoint and inside the plan, `supports` said yes, and `&mut
+                    // self` keeps every other run of this job out while these last.
+                    unsafe { kernel.run(job, r) }
+                })
             })
         });
-        Ok(())
     }
 
     /// The whole job as one part, to split into disjoint parts for the caller's own
@@ -525,6 +553,42 @@ fn wake_ns(pool: &rayon::ThreadPool) -> f64 {
         .collect();
     t.sort_unstable();
     t[WAKE_SAMPLES / 2] as f64
+}
+
+/// The key of `kernel`'s store race on `plan`.
+fn store_key(plan: &Plan, kernel: &dyn Kernel) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (plan.lowering(), kernel.backend()).hash(&mut h);
+    h.finish()
+}
+
+/// The store strategy `kernel`'s calls of `plan` settled on for large outputs
+/// ([`policy::race_store`]); `None` while racing or when no race ran.
+pub fn raced_store(plan: &Plan, kernel: &dyn Kernel) -> Option<policy::StoreStrategy> {
+    policy::chosen_store(store_key(plan, kernel))
+}
+
+/// Runs `f`, one whole call of `kernel` over `elements` elements of `plan`, with
+/// the store strategy of the plan's race ([`policy::race_store`]) and reports its
+/// time; `f` gets `None` (the process-wide strategy) when no race applies.
+fn raced<R>(
+    plan: &Plan,
+    kernel: &dyn Kernel,
+    elements: usize,
+    f: impl FnOnce(Option<policy::StoreStrategy>) -> R,
+) -> R {
+    let key = || store_key(plan, kernel);
+    let Some((store, timed)) = policy::race_store(plan.lowering().output_bytes(), key) else {
+        return f(None);
+    };
+    let t = Instant::now();
+    let r = f(Some(store));
+    if timed {
+        let ns = t.elapsed().as_nanos() as f64 / elements.max(1) as f64;
+        policy::report_store(key(), store, ns);
+    }
+    r
 }
 
 #[cfg(test)]

@@ -9,8 +9,10 @@ use std::sync::Mutex;
 use crate::arch;
 
 mod calibrate;
+mod per_plan;
 
 pub use calibrate::{calibrate, choose as choose_store};
+pub use per_plan::{MARGIN_PERCENT, ROUNDS, choose as choose_plan_store, with_call_store};
 
 /// Shortest constant-parameter 4-bit segment (elements) worth computing a 16-entry
 /// table for; shorter ones are computed element by element.
@@ -107,16 +109,51 @@ pub fn set_large_store(s: StoreStrategy) {
 
 /// The strategy for a whole output of `bytes`: [`large_store`] when it is larger
 /// than half the last-level cache (its lines come from memory), else plain stores.
+///
+/// Inside [`with_call_store`] (a call of a plan racing its strategies, see
+/// [`race_store`]) a large output takes that call's strategy instead.
 pub fn store_for(bytes: usize) -> StoreStrategy {
-    let large = match LARGE_OUTPUT.load(Ordering::Relaxed) {
-        usize::MAX => arch::llc_bytes() / 2,
-        forced => forced,
-    };
-    if bytes > large {
-        large_store()
+    if bytes > large_output() {
+        per_plan::call_store().unwrap_or_else(large_store)
     } else {
         StoreStrategy::Plain
     }
+}
+
+/// Outputs of more bytes than this are large: half the last-level cache, or the
+/// [`set_large_output`] hook.
+fn large_output() -> usize {
+    match LARGE_OUTPUT.load(Ordering::Relaxed) {
+        usize::MAX => arch::llc_bytes() / 2,
+        forced => forced,
+    }
+}
+
+/// The strategy one call of a plan (`key()`: the plan and backend) with an output
+/// of `bytes` runs with, and whether to time it for [`report_store`]; `None` for a
+/// small output or while `DQ_STORE` / [`set_large_store`] fixes the strategy.
+///
+/// The first large calls of each key take plain, prefetch and non-temporal stores
+/// in turn ([`ROUNDS`] timed calls each); then the fastest by median is kept for
+/// that key, the process-wide [`large_store`] unless another beats it by more than
+/// [`MARGIN_PERCENT`]. A kernel's best strategy depends on its own work, not only
+/// on the machine: on AMD EPYC (Zen 3) s8 -> f32 is fastest streamed, u4 -> f16
+/// with prefetching.
+pub fn race_store(bytes: usize, key: impl FnOnce() -> u64) -> Option<(StoreStrategy, bool)> {
+    if bytes <= large_output() || !matches!(large_store_choice().1, StoreSource::Measured { .. }) {
+        return None;
+    }
+    Some(per_plan::next(key()))
+}
+
+/// The strategy [`race_store`]'s `key` settled on, once its race is over.
+pub fn chosen_store(key: u64) -> Option<StoreStrategy> {
+    per_plan::chosen(key)
+}
+
+/// Records one timed call of [`race_store`]'s `key` with strategy `s`.
+pub fn report_store(key: u64, s: StoreStrategy, ns_per_element: f64) {
+    per_plan::report(key, s, ns_per_element, large_store());
 }
 
 /// A thread is woken only when its share of the work takes at least this many

@@ -146,7 +146,14 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let case_json = case_json(&flags, &plan, a, case.src.data.len(), dst_bytes);
     let auto = (kernels.iter().find(|(_, k)| k.backend() == Backend::Auto))
         .map(|_| auto_json(backends, &plan));
-    let machine = machine_json(dst_bytes);
+    let mut machine = machine_json(dst_bytes);
+    machine["store_per_backend"] = (kernels.iter())
+        .map(|(name, k)| {
+            let s = dq::exec::raced_store(&plan, *k).map(|s| s.name());
+            (name.clone(), json!(s))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     if a.json {
         let report = json!({
             "case": case_json,
@@ -221,11 +228,18 @@ fn print_machine(m: &Value) {
         None => s("large_store_source"),
     };
     println!(
-        "store: {} for outputs over {} MiB ({how}); this output: {}",
+        "store: {} for outputs over {} MiB ({how}); default for this output: {}",
         s("large_store"),
         m["llc_bytes"].as_u64().unwrap_or(0) / 2 / (1 << 20),
         s("store_for_this_output"),
     );
+    // The per-plan races (large outputs, strategy not fixed by DQ_STORE).
+    let raced: Vec<String> = (m["store_per_backend"].as_object().into_iter().flatten())
+        .filter_map(|(k, v)| Some(format!("{k} {}", v.as_str()?)))
+        .collect();
+    if !raced.is_empty() {
+        println!("store raced on this plan: {}", raced.join(", "));
+    }
 }
 
 /// What `auto` chose for `plan`, and the race's times when it raced.
