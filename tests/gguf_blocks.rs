@@ -51,9 +51,14 @@ fn supported() -> Vec<GgmlType> {
         .collect()
 }
 
-/// Decodes `bytes` with the generated kernel on `isa`, in `cuts` runs of whole
-/// blocks; `None` when this CPU cannot run `isa`.
-fn generated(ty: GgmlType, isa: Isa, bytes: &[u8], cuts: &[usize]) -> Option<Vec<f32>> {
+/// Decodes `bytes` with form `form` of the generated kernel on `isa`, in `cuts`
+/// runs of whole blocks; `None` when this CPU cannot run `isa`.
+fn generated(
+    ty: GgmlType,
+    (isa, form): (Isa, usize),
+    bytes: &[u8],
+    cuts: &[usize],
+) -> Option<Vec<f32>> {
     let k = gguf::kernel(ty.name()).unwrap();
     let blocks = bytes.len() / k.block_bytes;
     let mut out = vec![f32::NAN; blocks * k.block_elems];
@@ -62,7 +67,7 @@ fn generated(ty: GgmlType, isa: Isa, bytes: &[u8], cuts: &[usize]) -> Option<Vec
         let end = end.clamp(at, blocks);
         let b = &bytes[at * k.block_bytes..end * k.block_bytes];
         let o = &mut out[at * k.block_elems..end * k.block_elems];
-        match k.run_on(isa, b, o) {
+        match k.run_form(isa, form, b, o) {
             Ok(()) => {}
             Err(BlockError::IsaUnavailable { .. }) => return None,
             Err(e) => panic!("{e}"),
@@ -76,8 +81,11 @@ fn check(ty: GgmlType, bytes: &[u8], cuts: &[usize]) {
     let k = gguf::kernel(ty.name()).unwrap();
     let mut want = vec![0f32; bytes.len() / k.block_bytes * k.block_elems];
     reference::dequantize(ty, bytes, &mut want).unwrap();
-    for isa in Isa::ALL {
-        let Some(got) = generated(ty, isa, bytes, cuts) else {
+    for (isa, form) in Isa::ALL
+        .into_iter()
+        .flat_map(|i| (0..k.forms()).map(move |f| (i, f)))
+    {
+        let Some(got) = generated(ty, (isa, form), bytes, cuts) else {
             support::isa_unavailable(isa, &format!("generated GGUF blocks on {}", isa.name()));
             continue;
         };
@@ -85,7 +93,7 @@ fn check(ty: GgmlType, bytes: &[u8], cuts: &[usize]) {
             assert_eq!(
                 g.to_bits(),
                 w.to_bits(),
-                "{ty} on {} element {i} (block {}): got {g:e}, reference {w:e}",
+                "{ty} on {} form {form} element {i} (block {}): got {g:e}, reference {w:e}",
                 isa.name(),
                 i / k.block_elems
             );
@@ -132,6 +140,14 @@ fn every_byte_at_every_position() {
             }
         }
         check(ty, &bytes, &[1, 7]);
+    }
+}
+
+#[test]
+fn declared_types_run_in_two_forms() {
+    for ty in supported() {
+        let k = gguf::kernel(ty.name()).unwrap();
+        assert_eq!(k.forms(), if k.decl.is_some() { 2 } else { 1 }, "{ty}");
     }
 }
 

@@ -19,17 +19,25 @@ pub trait Block {
 /// Longest inner run a declaration may have.
 pub const MAX_RUN: usize = 32;
 
-/// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked).
+/// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked),
+/// the integers of each block assembled into an array first or, with `FUSED`, each
+/// element's integer and value in one pass. Same bits; which is faster depends on
+/// the declaration and the CPU ([`BlockKernel`](super::BlockKernel) times both).
 #[inline(always)]
-pub(crate) fn decode<D: Block>(bytes: &[u8], out: &mut [f32]) {
+pub(crate) fn decode<D: Block, const FUSED: bool>(bytes: &[u8], out: &mut [f32]) {
     const {
         assert!(D::DECL.check().is_ok(), "invalid block declaration");
         assert!(D::DECL.inner() <= MAX_RUN, "inner run too long");
+        assert!(D::DECL.fields.len() <= MAX_FIELDS, "too many fields");
     }
     let d = &D::DECL;
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        decode_block::<D>(block, out);
+        if FUSED {
+            fused_block::<D>(block, out);
+        } else {
+            decode_block::<D>(block, out);
+        }
     }
 }
 
@@ -45,7 +53,58 @@ fn decode_block<D: Block>(block: &[u8], out: &mut [f32]) {
         let q = &mut q[r * inner..][..inner];
         assemble::<D>(block, r, q);
         let out = &mut out[r * inner..][..inner];
-        formula::<D>(q, &p[group::<D>(r)], out);
+        let p = &p[group::<D>(r)];
+        for (y, &q) in out.iter_mut().zip(q.iter()) {
+            *y = value::<D>(q, p);
+        }
+    }
+}
+
+#[inline(always)]
+fn fused_block<D: Block>(block: &[u8], out: &mut [f32]) {
+    let d = &D::DECL;
+    let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
+    params::eval(d, block, &mut p);
+    let inner = d.inner();
+    for r in 0..d.block_elems / inner {
+        let out = &mut out[r * inner..][..inner];
+        fused_run::<D>(block, r, &p[group::<D>(r)], out);
+    }
+}
+
+/// Most fields a declaration may have.
+const MAX_FIELDS: usize = 4;
+
+/// Run `r` of a block: each element's integer (offset plus its fields' bits) and
+/// its value in one pass, no integer array in between.
+#[inline(always)]
+fn fused_run<D: Block>(block: &[u8], r: usize, p: &[f32; MAX_PARAMS], out: &mut [f32]) {
+    let d = &D::DECL;
+    let n = d.digits.len();
+    let (mut base, mut shift) = ([0usize; MAX_FIELDS], [0usize; MAX_FIELDS]);
+    for (k, f) in d.fields.iter().enumerate() {
+        base[k] = f.byte + dot(d.digits, f.byte_stride, r);
+        shift[k] = usize::from(f.shift) + dot_u8(d.digits, f.shift_stride, r);
+    }
+    for (l, y) in out.iter_mut().enumerate() {
+        let mut q = d.offset;
+        for (k, f) in d.fields.iter().enumerate() {
+            let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
+            let v = i32::from(block[base[k] + l * bs]) >> (shift[k] + l * ss) & ((1 << f.bits) - 1);
+            q += field_value(f, v) << f.at;
+        }
+        *y = value::<D>(q, p);
+    }
+}
+
+/// A field's bits `v` as the integer they stand for (table entry, sign-extended,
+/// or as they are).
+#[inline(always)]
+fn field_value(f: &super::decl::Field, v: i32) -> i32 {
+    match (f.lut, f.signed) {
+        (Some(t), _) => i32::from(t[v as usize & 15]),
+        (None, true) => (v << (32 - f.bits)) >> (32 - f.bits),
+        (None, false) => v,
     }
 }
 
@@ -81,12 +140,7 @@ fn assemble<D: Block>(block: &[u8], r: usize, q: &mut [i32]) {
         let mask = (1i32 << f.bits) - 1;
         for (l, q) in q.iter_mut().enumerate() {
             let v = i32::from(src[l * bs]) >> (shift + l * ss) & mask;
-            let v = match (f.lut, f.signed) {
-                (Some(t), _) => i32::from(t[v as usize & 15]),
-                (None, true) => (v << (32 - f.bits)) >> (32 - f.bits),
-                (None, false) => v,
-            };
-            *q += v << f.at;
+            *q += field_value(f, v) << f.at;
         }
     }
 }
@@ -120,32 +174,30 @@ fn first_nan(a: f32, r: f32) -> f32 {
     }
 }
 
-/// Evaluates the formula over a run, element by element: the node loop is over a
-/// constant declaration, so it unrolls into straight-line code, the per-element
-/// values stay in registers and the element loop vectorizes.
+/// The formula at one element: the node loop is over a constant declaration, so it
+/// unrolls into straight-line code and the values stay in registers (the element
+/// loops around it vectorize).
 #[inline(always)]
-fn formula<D: Block>(q: &[i32], p: &[f32; MAX_PARAMS], out: &mut [f32]) {
+fn value<D: Block>(q: i32, p: &[f32; MAX_PARAMS]) -> f32 {
     let nodes = D::DECL.formula.nodes;
-    for (y, &q) in out.iter_mut().zip(q) {
-        let mut v = [0f32; MAX_NODES];
-        for (i, node) in nodes.iter().enumerate() {
-            v[i] = match *node {
-                BlockNode::Q => 0.0,
-                BlockNode::Float(_) => q as f32,
-                BlockNode::Param(k) => p[k as usize],
-                BlockNode::Mul(a, b) => {
-                    let (x, z) = (v[a as usize], v[b as usize]);
-                    let both = may_nan(nodes, a) && may_nan(nodes, b);
-                    if both { first_nan(x, x * z) } else { x * z }
-                }
-                BlockNode::Add(a, b) => {
-                    let (x, z) = (v[a as usize], v[b as usize]);
-                    let both = may_nan(nodes, a) && may_nan(nodes, b);
-                    if both { first_nan(x, x + z) } else { x + z }
-                }
-                BlockNode::Sub(a, b) => v[a as usize] - v[b as usize],
-            };
-        }
-        *y = v[nodes.len() - 1];
+    let mut v = [0f32; MAX_NODES];
+    for (i, node) in nodes.iter().enumerate() {
+        v[i] = match *node {
+            BlockNode::Q => 0.0,
+            BlockNode::Float(_) => q as f32,
+            BlockNode::Param(k) => p[k as usize],
+            BlockNode::Mul(a, b) => {
+                let (x, z) = (v[a as usize], v[b as usize]);
+                let both = may_nan(nodes, a) && may_nan(nodes, b);
+                if both { first_nan(x, x * z) } else { x * z }
+            }
+            BlockNode::Add(a, b) => {
+                let (x, z) = (v[a as usize], v[b as usize]);
+                let both = may_nan(nodes, a) && may_nan(nodes, b);
+                if both { first_nan(x, x + z) } else { x + z }
+            }
+            BlockNode::Sub(a, b) => v[a as usize] - v[b as usize],
+        };
     }
+    v[nodes.len() - 1]
 }

@@ -21,6 +21,7 @@ mod driver;
 pub mod gguf;
 mod params;
 mod plain;
+pub mod race;
 
 pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, ParamNode};
 pub use driver::{Block, MAX_RUN};
@@ -57,17 +58,59 @@ pub trait Decode {
     fn decode(bytes: &[u8], out: &mut [f32]);
 }
 
-/// A declared block type through the driver.
-pub struct Declared<D>(core::marker::PhantomData<D>);
+/// A declared block type through the driver; `FUSED` picks its one-pass form.
+pub struct Declared<D, const FUSED: bool = false>(core::marker::PhantomData<D>);
 
-impl<D: Block> Decode for Declared<D> {
+impl<D: Block, const FUSED: bool> Decode for Declared<D, FUSED> {
     #[inline(always)]
     fn decode(bytes: &[u8], out: &mut [f32]) {
-        driver::decode::<D>(bytes, out);
+        driver::decode::<D, FUSED>(bytes, out);
     }
 }
 
-/// One block type compiled for every ISA.
+/// One decoder compiled for every ISA.
+#[derive(Clone, Copy, Debug)]
+struct Fns {
+    portable: fn(&[u8], &mut [f32]),
+    #[cfg(target_arch = "x86_64")]
+    avx2: unsafe fn(&[u8], &mut [f32]),
+    #[cfg(target_arch = "x86_64")]
+    avx512: unsafe fn(&[u8], &mut [f32]),
+}
+
+impl Fns {
+    const fn of<K: Decode>() -> Fns {
+        Fns {
+            portable: K::decode,
+            #[cfg(target_arch = "x86_64")]
+            avx2: avx2::<K>,
+            #[cfg(target_arch = "x86_64")]
+            avx512: avx512::<K>,
+        }
+    }
+
+    /// Runs the `isa` code.
+    ///
+    /// # Safety
+    /// This CPU can run `isa`.
+    unsafe fn run(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512 F/BW/VL/DQ, AVX2 and F16C (caller), the
+            // features `avx512` is compiled with.
+            Isa::Avx512 => unsafe { (self.avx512)(bytes, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 and F16C (caller).
+            Isa::Avx2 => unsafe { (self.avx2)(bytes, out) },
+            _ => (self.portable)(bytes, out),
+        }
+    }
+}
+
+/// One block type compiled for every ISA, in one or two forms (a declared type:
+/// integers through an array, or fused with the formula). The forms give the same
+/// bits; [`run_on`](BlockKernel::run_on) times both on its first large calls
+/// and keeps the faster, per type and ISA.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockKernel {
     /// The type's name.
@@ -79,18 +122,22 @@ pub struct BlockKernel {
     /// The declaration, or `None` for a plain float type (F32, F16, BF16: a direct
     /// conversion).
     pub decl: Option<&'static BlockDecl>,
-    portable: fn(&[u8], &mut [f32]),
-    #[cfg(target_arch = "x86_64")]
-    avx2: unsafe fn(&[u8], &mut [f32]),
-    #[cfg(target_arch = "x86_64")]
-    avx512: unsafe fn(&[u8], &mut [f32]),
+    forms: [Fns; 2],
+    count: usize,
 }
 
 impl BlockKernel {
     /// The kernel of a declared type.
     pub const fn declared<D: Block>() -> Self {
         let d = &D::DECL;
-        Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))
+        BlockKernel {
+            forms: [
+                Fns::of::<Declared<D, false>>(),
+                Fns::of::<Declared<D, true>>(),
+            ],
+            count: 2,
+            ..Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))
+        }
     }
 
     /// The kernel of decoder `K`.
@@ -105,12 +152,14 @@ impl BlockKernel {
             block_bytes,
             block_elems,
             decl,
-            portable: K::decode,
-            #[cfg(target_arch = "x86_64")]
-            avx2: avx2::<K>,
-            #[cfg(target_arch = "x86_64")]
-            avx512: avx512::<K>,
+            forms: [Fns::of::<K>(); 2],
+            count: 1,
         }
+    }
+
+    /// How many forms the type is compiled in (1 or 2).
+    pub fn forms(&self) -> usize {
+        self.count
     }
 
     /// Decodes `bytes`, whole blocks, into `out` (their elements) with the ISA the
@@ -122,12 +171,52 @@ impl BlockKernel {
         self.run_on(arch::selected(), bytes, out)
     }
 
-    /// [`run`](Self::run) with the code compiled for `isa`.
+    /// [`run`](Self::run) with the code compiled for `isa`: on a call of at least
+    /// [`race::MIN_ELEMENTS`] elements, the form the race for (type, `isa`) says.
     ///
     /// # Errors
     /// [`BlockError::IsaUnavailable`] when this CPU cannot run `isa`;
     /// [`BlockError::Length`] when the lengths do not match.
     pub fn run_on(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
+        self.check(isa, bytes, out)?;
+        if self.count < 2 || out.len() < race::MIN_ELEMENTS {
+            // SAFETY: `check` found `isa` available.
+            unsafe { self.forms[0].run(isa, bytes, out) };
+            return Ok(());
+        }
+        let (form, timed) = race::next(self.name, isa);
+        let t = std::time::Instant::now();
+        // SAFETY: `check` found `isa` available.
+        unsafe { self.forms[form].run(isa, bytes, out) };
+        if timed {
+            let ns = t.elapsed().as_nanos() as f64 / out.len() as f64;
+            race::report(self.name, isa, form, ns);
+        }
+        Ok(())
+    }
+
+    /// [`run_on`](Self::run_on) with form `form` (taken modulo
+    /// [`forms`](Self::forms)), for tests.
+    ///
+    /// # Errors
+    /// As [`run_on`](Self::run_on).
+    #[doc(hidden)]
+    pub fn run_form(
+        &self,
+        isa: Isa,
+        form: usize,
+        bytes: &[u8],
+        out: &mut [f32],
+    ) -> Result<(), BlockError> {
+        self.check(isa, bytes, out)?;
+        // SAFETY: `check` found `isa` available.
+        unsafe { self.forms[form % self.count].run(isa, bytes, out) };
+        Ok(())
+    }
+
+    /// Checks that this CPU runs `isa` and that `bytes` are whole blocks of
+    /// `out`'s elements.
+    fn check(&self, isa: Isa, bytes: &[u8], out: &[f32]) -> Result<(), BlockError> {
         if !isa.available() {
             return Err(BlockError::IsaUnavailable { isa });
         }
@@ -139,16 +228,6 @@ impl BlockKernel {
                 elements: out.len(),
                 block_bytes: self.block_bytes,
             });
-        }
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `isa.available()` checked that this CPU has AVX-512 F/BW/VL/DQ,
-            // AVX2 and F16C, the features `avx512` is compiled with.
-            Isa::Avx512 => unsafe { (self.avx512)(bytes, out) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `isa.available()` checked that this CPU has AVX2 and F16C.
-            Isa::Avx2 => unsafe { (self.avx2)(bytes, out) },
-            _ => (self.portable)(bytes, out),
         }
         Ok(())
     }
