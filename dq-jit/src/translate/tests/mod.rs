@@ -271,6 +271,14 @@ impl Data {
     }
 }
 
+/// The first dst element (buffer order) whose `dtype` bytes differ, if any.
+fn first_difference(got: &[u8], want: &[u8], dtype: DType) -> Option<usize> {
+    assert_eq!(got.len(), want.len(), "dst buffer lengths");
+    (0..got.len())
+        .find(|&i| got[i] != want[i])
+        .map(|i| i / (dtype.bits() / 8))
+}
+
 /// Verifies and compiles `c` on `jit`, then compares it with the reference on
 /// `draws` draws of random data, each over the whole range, random sub-ranges and
 /// a single element at an odd index.
@@ -300,12 +308,8 @@ fn check(jit: &Jit, c: &Case, r: &mut Rng, draws: usize) {
         for range in ranges {
             let want = data.run(c, &plan, |job| job.run_range(&reference, range.clone()));
             let got = data.run(c, &plan, |job| kernel.run(job, range.clone()));
-            if got != want {
+            if let Some(i) = first_difference(&got, &want, c.dst.dtype) {
                 let w = c.dst.dtype.bits() / 8;
-                let i = (0..got.len())
-                    .find(|&i| got[i] != want[i])
-                    .expect("a byte differs")
-                    / w;
                 panic!(
                     "{c:?}\nrange {range:?}, dst element {i} (buffer order): got {:02x?}, want \
                      {:02x?}\nloops {:?}",
