@@ -26,6 +26,7 @@ pub mod error;
 pub mod exec;
 pub mod formula;
 pub mod kernels;
+pub mod linear;
 pub mod lowering;
 pub mod minifloat;
 pub mod op;

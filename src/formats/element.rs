@@ -16,7 +16,9 @@ mod sealed {
 
 /// An element a decoder writes: f32 (the contract value itself), or f16/bf16 (its
 /// round-to-nearest-even).
-pub trait Element: Copy + Default + Send + Sync + bytemuck::Pod + sealed::Sealed {
+pub trait Element:
+    Copy + Default + Send + Sync + bytemuck::Pod + dq_runtime::linear::Out + sealed::Sealed
+{
     /// The dq dtype of this element.
     const DTYPE: DType;
 
@@ -82,6 +84,31 @@ pub(crate) fn split<T: Element>(
     std::thread::scope(|s| {
         for (i, part) in out.chunks_mut(per_thread * per_unit).enumerate() {
             s.spawn(move || run(part, i * per_thread, per_unit, decode));
+        }
+    });
+}
+
+/// Like [`split`], for a decoder that writes `T` itself: `decode(units, out)` fills
+/// the `T`s of a range of units.
+pub(crate) fn split_direct<T: Element>(
+    out: &mut [T],
+    per_unit: usize,
+    threads: usize,
+    decode: &(dyn Fn(Range<usize>, &mut [T]) + Sync),
+) {
+    if per_unit == 0 || out.is_empty() {
+        return;
+    }
+    let units = out.len() / per_unit;
+    let threads = threads.clamp(1, units.max(1));
+    if threads == 1 {
+        return decode(0..units, out);
+    }
+    let per_thread = units.div_ceil(threads);
+    std::thread::scope(|s| {
+        for (i, part) in out.chunks_mut(per_thread * per_unit).enumerate() {
+            let first = i * per_thread;
+            s.spawn(move || decode(first..first + part.len() / per_unit, part));
         }
     });
 }

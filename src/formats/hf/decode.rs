@@ -11,15 +11,16 @@ use crate::formats::element::{self, Element};
 
 /// Checks that `backend` can dequantize a linear (prefix `linear`) of `scheme`.
 ///
-/// `Reference` and `Auto` run every scheme (with the reference of [`reference`]
-/// today); the generated and JIT backends do not run checkpoint formats yet.
+/// `Generated` and `Auto` run every scheme through its plan ([`QuantLinear::plan`],
+/// the generated backend's tiled driver), `Reference` through [`reference`]; the
+/// JIT does not run checkpoint formats yet.
 ///
 /// # Errors
 /// [`HfError::BackendCannotRun`] for a backend that cannot run it.
 pub fn check_backend(backend: Backend, scheme: Scheme, linear: &str) -> Result<()> {
     match backend {
-        Backend::Reference | Backend::Auto => Ok(()),
-        Backend::Generated | Backend::Jit => Err(HfError::BackendCannotRun {
+        Backend::Reference | Backend::Auto | Backend::Generated => Ok(()),
+        Backend::Jit => Err(HfError::BackendCannotRun {
             backend,
             scheme,
             linear: linear.to_owned(),
@@ -63,10 +64,19 @@ impl QuantLinear<'_> {
                 got: out.len(),
             });
         }
-        let decode = |rows: std::ops::Range<usize>, buf: &mut [f32]| {
-            reference::rows(self, rows, buf);
+        if opts.backend == Backend::Reference {
+            let decode = |rows: std::ops::Range<usize>, buf: &mut [f32]| {
+                reference::rows(self, rows, buf);
+            };
+            element::split(out, self.k(), opts.threads, &decode);
+            return Ok(());
+        }
+        let plan = self.plan()?;
+        let decode = |rows: std::ops::Range<usize>, part: &mut [T]| {
+            plan.run(rows, part)
+                .expect("rows split inside 0..N, with K elements each");
         };
-        element::split(out, self.k(), opts.threads, &decode);
+        element::split_direct(out, self.k(), opts.threads, &decode);
         Ok(())
     }
 }

@@ -242,7 +242,9 @@ pub enum HfError {
         value: Vec<i64>,
     },
     /// A backend that cannot run this packing scheme (yet).
-    #[error("backend {backend} cannot run {scheme} yet (linear {linear}); use reference or auto")]
+    #[error(
+        "backend {backend} cannot run {scheme} yet (linear {linear}); use generated, reference or auto"
+    )]
     BackendCannotRun {
         /// The backend asked for.
         backend: dq_runtime::Backend,
@@ -250,6 +252,14 @@ pub enum HfError {
         scheme: super::Scheme,
         /// The linear's prefix.
         linear: String,
+    },
+    /// The linear's packed tensors do not form a plan (a view past its data).
+    #[error("linear {linear}: {source}")]
+    Plan {
+        /// The linear's prefix.
+        linear: String,
+        /// What the plan found.
+        source: dq_runtime::linear::LinearError,
     },
     /// An output buffer whose length is not the weight's `N * K`.
     #[error("linear {linear}: output holds {got} elements, the weight has {expected}")]

@@ -26,6 +26,7 @@ mod decode;
 mod error;
 mod file;
 mod linear;
+mod plan;
 pub mod reference;
 
 pub use checkpoint::{Checkpoint, TensorRef};

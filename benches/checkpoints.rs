@@ -1,0 +1,144 @@
+//! HuggingFace 4-bit linears (GPTQ v1 with its sorted `g_idx`, AWQ GEMM,
+//! compressed-tensors), 4096x11008 group 128 -> the bf16 `[N, K]` weight, one thread,
+//! per backend, beside a memcpy yardstick in the same run.
+//!
+//! Metric: GB/s = (packed weights + zero points + scales + bf16 output bytes) / median
+//! time per call, the definition of `benches/peers/checkpoints_numpy.py` (the NumPy
+//! peer). The memcpy group copies a buffer of the output's size and counts read +
+//! write bytes. `cargo bench --bench checkpoints`.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dq::case::Rng;
+use dq::formats::hf::Checkpoint;
+use dq::{Backend, Options};
+use half::bf16;
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+
+const K: usize = 4096;
+const N: usize = 11008;
+const GROUP: usize = 128;
+const PREFIX: &str = "model.layers.0.mlp.up_proj";
+
+/// A tensor of the linear: field name, dtype, shape.
+type Field = (&'static str, Dtype, Vec<usize>);
+
+/// Writes a checkpoint of one random linear in `dir` with `config`.
+fn write(dir: &Path, config: &str, tensors: Vec<Field>) {
+    let mut rng = Rng::new(7);
+    let data: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(f, d, shape)| {
+            let count: usize = shape.iter().product();
+            let bytes = match (f, d) {
+                // f16 scales in [2^-10, 2^-7): positive normals.
+                (_, Dtype::F16) => (0..count)
+                    .flat_map(|_| (0x1800u16 + rng.below(0xc00) as u16).to_le_bytes())
+                    .collect(),
+                ("g_idx", _) => (0..count)
+                    .flat_map(|k| ((k / GROUP) as i32).to_le_bytes())
+                    .collect(),
+                ("weight_shape", _) => [N as i64, K as i64]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+                _ => rng.bytes(count * 4),
+            };
+            (format!("{PREFIX}.{f}"), d, shape, bytes)
+        })
+        .collect();
+    let views = data
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()));
+    std::fs::write(
+        dir.join("model.safetensors"),
+        safetensors::serialize(views, None).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("config.json"), config).unwrap();
+}
+
+fn checkpoints(root: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
+    let (g, cols) = (K / GROUP, N / 8);
+    let gptq = r#"{"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false, "sym": false, "checkpoint_format": "gptq"}}"#;
+    let awq = r#"{"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true, "version": "gemm"}}"#;
+    let ct = r#"{"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 128}}}}}"#;
+    let cases: Vec<(&str, &str, Vec<Field>)> = vec![
+        (
+            "gptq-v1",
+            gptq,
+            vec![
+                ("qweight", Dtype::I32, vec![K / 8, N]),
+                ("qzeros", Dtype::I32, vec![g, cols]),
+                ("scales", Dtype::F16, vec![g, N]),
+                ("g_idx", Dtype::I32, vec![K]),
+            ],
+        ),
+        (
+            "awq",
+            awq,
+            vec![
+                ("qweight", Dtype::I32, vec![K, cols]),
+                ("qzeros", Dtype::I32, vec![g, cols]),
+                ("scales", Dtype::F16, vec![g, N]),
+            ],
+        ),
+        (
+            "ct-sym",
+            ct,
+            vec![
+                ("weight_packed", Dtype::I32, vec![N, K / 8]),
+                ("weight_scale", Dtype::F16, vec![N, g]),
+                ("weight_shape", Dtype::I64, vec![2]),
+            ],
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, config, tensors)| {
+            let dir = root.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            write(&dir, config, tensors);
+            (name, dir)
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let root = tempfile::tempdir().unwrap();
+    let mut group = c.benchmark_group("checkpoints");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(4));
+    let out_bytes = N * K * 2;
+    let src = vec![1u8; out_bytes];
+    let mut dst = vec![0u8; out_bytes];
+    group.throughput(Throughput::Bytes(2 * out_bytes as u64));
+    group.bench_function("memcpy", |b| {
+        b.iter(|| dst.copy_from_slice(black_box(&src)))
+    });
+    for (name, dir) in checkpoints(root.path()) {
+        let ckpt = Checkpoint::open(&dir).unwrap();
+        let l = ckpt.linear(PREFIX).unwrap();
+        let packed = l.packed().data().len() + l.scales().data().len();
+        let bytes = packed + l.zeros().map_or(0, |z| z.data().len()) + out_bytes;
+        group.throughput(Throughput::Bytes(bytes as u64));
+        let mut out = vec![bf16::ZERO; N * K];
+        for backend in [Backend::Generated, Backend::Reference] {
+            let opts = Options {
+                backend,
+                threads: 1,
+            };
+            let id = format!("{name}-bf16/{}", backend.name());
+            group.bench_function(id, |b| b.iter(|| l.dequantize(&mut out, &opts).unwrap()));
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,142 @@
+//! 4-bit fields into 16-bit outputs by table: a run of one group has 16 possible
+//! outputs, each computed once by the formula (so the table holds the exact bits
+//! of every element), then looked up 32 at a time with `vpshufb` (a table of low
+//! bytes and one of high bytes, repeated in both 128-bit lanes).
+
+/// A group's 16 outputs (bit patterns), output `q` at index `q`.
+pub(super) type Table = [u16; 16];
+
+/// The fields `0..16`, to compute a table with the formula.
+pub(super) const FIELDS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+/// `out[i] = table[codes[i]]` (codes below 16), one element at a time.
+#[inline(always)]
+pub(super) fn apply_scalar(t: &Table, codes: &[u8], out: &mut [u16]) {
+    for (o, &c) in out.iter_mut().zip(codes) {
+        *o = t[usize::from(c & 15)];
+    }
+}
+
+/// [`apply_scalar`] 32 elements a step with AVX2.
+///
+/// # Safety
+/// The CPU has AVX2 (the caller runs under `#[target_feature(enable = "avx2")]`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn apply_avx2(t: &Table, codes: &[u8], out: &mut [u16]) {
+    use core::arch::x86_64::*;
+    let n = codes.len().min(out.len());
+    let whole = n - n % 32;
+    // SAFETY: AVX2 (caller); every load reads 32 bytes inside `t` (16 u16s) or
+    // `codes[..whole]`, every store writes 32 bytes inside `out[..whole]`.
+    unsafe {
+        // Low bytes to each lane's first 8 bytes, high bytes to its last 8; then
+        // lane 0 = [lo 0..8, lo 8..16], lane 1 = [hi 0..8, hi 8..16].
+        let split = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, //
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+        );
+        let x = _mm256_shuffle_epi8(_mm256_loadu_si256(t.as_ptr().cast()), split);
+        let x = _mm256_permute4x64_epi64::<0b11_01_10_00>(x);
+        let lo = _mm256_permute2x128_si256::<0x00>(x, x);
+        let hi = _mm256_permute2x128_si256::<0x11>(x, x);
+        let mut i = 0;
+        while i < whole {
+            let idx = _mm256_loadu_si256(codes.as_ptr().add(i).cast());
+            let (l, h) = (_mm256_shuffle_epi8(lo, idx), _mm256_shuffle_epi8(hi, idx));
+            // Per lane: a = elements [0..8 | 16..24], b = [8..16 | 24..32].
+            let (a, b) = (_mm256_unpacklo_epi8(l, h), _mm256_unpackhi_epi8(l, h));
+            let p = out.as_mut_ptr().add(i);
+            _mm256_storeu_si256(p.cast(), _mm256_permute2x128_si256::<0x20>(a, b));
+            _mm256_storeu_si256(p.add(16).cast(), _mm256_permute2x128_si256::<0x31>(a, b));
+            i += 32;
+        }
+    }
+    apply_scalar(t, &codes[whole..n], &mut out[whole..n]);
+}
+
+/// Splits words of 8 nibbles into bytes, nibble `t` of word `u` to `codes[8u + t]`.
+#[inline(always)]
+pub(super) fn split_scalar(words: &[u32], codes: &mut [u8]) {
+    for (w, c) in words.iter().zip(codes.chunks_exact_mut(8)) {
+        for (t, c) in c.iter_mut().enumerate() {
+            *c = ((w >> (4 * t)) & 15) as u8;
+        }
+    }
+}
+
+/// [`split_scalar`] 8 words a step with AVX2, in 32-byte stores (so that
+/// [`apply_avx2`]'s 32-byte loads of the same bytes forward from them).
+///
+/// # Safety
+/// The CPU has AVX2; `codes` holds at least `8 * words.len()` bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn split_avx2(words: &[u32], codes: &mut [u8]) {
+    use core::arch::x86_64::*;
+    let whole = words.len() - words.len() % 8;
+    assert!(codes.len() >= 8 * words.len());
+    // SAFETY: AVX2 (caller); each step reads 32 bytes inside `words[..whole]` and
+    // writes 64 bytes inside `codes[..8 * whole]` (length asserted).
+    unsafe {
+        let mask = _mm256_set1_epi8(15);
+        for u in (0..whole).step_by(8) {
+            let x = _mm256_loadu_si256(words.as_ptr().add(u).cast());
+            let lo = _mm256_and_si256(x, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), mask);
+            // Byte b holds nibbles 2b (low) and 2b + 1 (high): interleave them; per
+            // lane, a = bytes [0..8 | 16..24], b = [8..16 | 24..32].
+            let (a, b) = (_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi));
+            let p = codes.as_mut_ptr().add(8 * u);
+            _mm256_storeu_si256(p.cast(), _mm256_permute2x128_si256::<0x20>(a, b));
+            _mm256_storeu_si256(p.add(32).cast(), _mm256_permute2x128_si256::<0x31>(a, b));
+        }
+    }
+    split_scalar(&words[whole..], &mut codes[8 * whole..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table_of_squares() -> Table {
+        core::array::from_fn(|q| q as u16 * 1000 + 7)
+    }
+
+    #[test]
+    fn scalar_lookup_and_split() {
+        let t = table_of_squares();
+        let codes: Vec<u8> = (0..37).map(|i| (i * 7 % 16) as u8).collect();
+        let mut out = vec![0u16; 37];
+        apply_scalar(&t, &codes, &mut out);
+        let want: Vec<u16> = codes.iter().map(|&c| u16::from(c) * 1000 + 7).collect();
+        assert_eq!(out, want);
+        let mut c = [0u8; 16];
+        split_scalar(&[0x7654_3210, 0xfedc_ba98], &mut c);
+        assert_eq!(c, core::array::from_fn(|i| i as u8));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_steps_equal_the_scalar_ones() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("SKIPPED (path unavailable): AVX2 table lookup on this CPU");
+            return;
+        }
+        let t = table_of_squares();
+        for n in [0, 1, 31, 32, 33, 64, 95, 200] {
+            let codes: Vec<u8> = (0..n).map(|i| (i * 11 % 16) as u8).collect();
+            let (mut a, mut b) = (vec![0u16; n], vec![0u16; n]);
+            apply_scalar(&t, &codes, &mut a);
+            // SAFETY: AVX2 detected above.
+            unsafe { apply_avx2(&t, &codes, &mut b) };
+            assert_eq!(a, b, "{n} codes");
+            let words: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+            let (mut a, mut b) = (vec![0u8; 8 * n], vec![0u8; 8 * n]);
+            split_scalar(&words, &mut a);
+            // SAFETY: AVX2 detected above; `b` holds 8 bytes per word.
+            unsafe { split_avx2(&words, &mut b) };
+            assert_eq!(a, b, "{n} words");
+        }
+    }
+}
