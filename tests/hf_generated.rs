@@ -217,7 +217,7 @@ fn randomize(tensors: &mut Vec<Tensor>, config: &QuantConfig, rng: &mut Rng) {
             let g = group_size.unwrap();
             let (n, k) = (
                 8 * (1 + rng.below(40) as usize),
-                g * (1 + rng.below(12) as usize),
+                g * (1 + rng.below(40) as usize),
             );
             words("qweight", vec![k, n / 8], rng);
             words("qzeros", vec![k / g, n / 8], rng);

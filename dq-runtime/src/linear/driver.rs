@@ -3,13 +3,17 @@
 //! `#[target_feature]`.
 //!
 //! The output `[N, K]` is row-major while GPTQ and AWQ pack along K or N in K-major
-//! words, so writing it is a transpose. The loops are tiled: a tile of rows whose
-//! words share cache lines (16 rows for words packed along K, 16 words of rows for
-//! words packed along N), walked in chunks of [`CHUNK`] inputs, so every cache line
-//! of words is read once while the tile's rows are written in runs. Per row and
-//! chunk the fields are unpacked into an array (along N: a word column is gathered
-//! once and shifted per row), then each run of one group is one loop over it, the
-//! formula with that group's constants (LLVM vectorizes both).
+//! words, so writing it is a transpose. The loops are tiled: a tile of rows
+//! ([`TILE_ROWS`] rows for words packed along K, [`TILE_WORDS`] words of rows along
+//! N, one row for words in rows such as compressed-tensors') walked in chunks of
+//! [`CHUNK`] inputs. Per tile and chunk the words are gathered once, in memory
+//! order, into a local array by row (8x8 blocks transposed in registers); per row
+//! the fields are unpacked into bytes, and each run of one group is one pass: a
+//! 16-entry table of exact outputs looked up with `vpshufb` (4-bit fields into
+//! 16-bit outputs), else the formula with the group's constants (LLVM vectorizes
+//! it). On AMD EPYC Zen 3 the tile sizes were chosen by `benches/checkpoints.rs`
+//! among 16-128 rows and 128-1024 inputs; software prefetching of the words and
+//! streaming stores measured no gain there and were left out.
 
 use std::ops::Range;
 
@@ -20,11 +24,11 @@ use super::view::{Groups, Packing};
 use crate::arch::Isa;
 
 /// Inputs per pass over a tile's rows.
-const CHUNK: usize = 256;
-/// Rows per tile, words packed along K (4 lines of a GPTQ word row).
-const TILE_ROWS: usize = 64;
-/// Words per tile along N (one 64-byte line of an AWQ word row).
-const TILE_WORDS: usize = 16;
+const CHUNK: usize = 1024;
+/// Rows per tile, words packed along K (two lines of a GPTQ word row).
+const TILE_ROWS: usize = 32;
+/// Words per tile along N (half a line of an AWQ word row, 64 rows).
+const TILE_WORDS: usize = 8;
 
 /// Runs rows `rows` of `l` into `out` (checked by the caller) with `isa`'s code.
 pub(super) fn run<T: Out>(isa: Isa, l: &Linear<'_>, rows: Range<usize>, out: &mut [T]) {
@@ -165,7 +169,6 @@ fn body<T: Out, const BITS: u32, const OUTER: bool, const F16C: bool>(
         };
         for k0 in (0..l.k).step_by(CHUNK) {
             let k1 = (k0 + CHUNK).min(l.k);
-            tile.prefetch::<BITS, OUTER>(k1..(k1 + CHUNK).min(l.k));
             if OUTER {
                 tile.outer::<T, BITS, F16C>(k0..k1, out, &mut local);
             } else {
@@ -204,40 +207,12 @@ struct Tile<'t, 'a> {
 }
 
 impl Tile<'_, '_> {
-    /// Asks for the lines of the tile's words of inputs `ks` (the next chunk): the
-    /// words of GPTQ and AWQ lie down columns, a page apart, where the hardware
-    /// prefetchers do not follow. (Rows of words need no help.)
-    #[inline(always)]
-    fn prefetch<const BITS: u32, const OUTER: bool>(&self, ks: Range<usize>) {
-        let q = &self.l.weights;
-        let w = 32 / BITS as usize;
-        let (items, js) = if OUTER {
-            (self.rows.start / w..(self.rows.end - 1) / w, ks)
-        } else {
-            (
-                self.rows.start..self.rows.end - 1,
-                ks.start / w..ks.end.div_ceil(w),
-            )
-        };
-        if q.col_stride < q.row_stride || (items.end - items.start) * q.row_stride > 64 {
-            return;
-        }
-        for j in js {
-            let a = items.start * q.row_stride + j * q.col_stride;
-            let b = items.end * q.row_stride + j * q.col_stride;
-            // One line covers 16 words: ask for each line the span touches.
-            for i in (a..=b).step_by(16).chain([b]) {
-                prefetch(q.words, 4 * i);
-            }
-        }
-    }
-
     /// Copies word `word(i, j)` to `local[(i - items.start) * width + j - js.start]`
     /// for every item and index, walking memory in order: the words of a tile lie
     /// in short runs a page apart (GPTQ, AWQ) or in long rows (compressed-tensors),
     /// and reading them once, in order, beats walking down columns per row.
     #[inline(always)]
-    fn gather(
+    fn gather<const F16C: bool>(
         &self,
         items: Range<usize>,
         js: Range<usize>,
@@ -246,17 +221,72 @@ impl Tile<'_, '_> {
     ) {
         let (q, width) = (&self.l.weights, js.len());
         let (is, jstride) = strides;
-        if jstride <= is {
-            for (i, dst) in items.zip(local.chunks_exact_mut(width)) {
-                for (j, d) in js.clone().zip(dst.iter_mut()) {
-                    *d = q.word(i * is + j * jstride);
+        let (inner, outer, step) = if jstride <= is {
+            (js.clone(), items.clone(), is)
+        } else {
+            (items.clone(), js.clone(), jstride)
+        };
+        let contiguous = if jstride <= is { jstride } else { is };
+        if jstride > is && is == 1 && F16C {
+            return self.gather_transposed::<F16C>(items, js, jstride, local);
+        }
+        for (o, at) in outer.clone().enumerate() {
+            // The run of `inner` words at outer index `at`: one slice, bounds checked once.
+            let run = q.run(
+                at * step + inner.start * contiguous,
+                inner.len(),
+                contiguous,
+            );
+            let word = |i: usize| {
+                let b = &run[4 * i * contiguous..4 * i * contiguous + 4];
+                u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+            };
+            if jstride <= is {
+                for (i, d) in local[o * width..(o + 1) * width].iter_mut().enumerate() {
+                    *d = word(i);
+                }
+            } else {
+                for i in 0..inner.len() {
+                    local[i * width + o] = word(i);
                 }
             }
-        } else {
-            for (jj, j) in js.enumerate() {
-                for (ii, i) in items.clone().enumerate() {
-                    local[ii * width + jj] = q.word(i * is + j * jstride);
-                }
+        }
+    }
+
+    /// [`gather`](Self::gather) where items are adjacent words and indices `stride`
+    /// words apart (GPTQ, AWQ): 8x8 blocks transposed in registers.
+    #[inline(always)]
+    fn gather_transposed<const F16C: bool>(
+        &self,
+        items: Range<usize>,
+        js: Range<usize>,
+        stride: usize,
+        local: &mut [u32],
+    ) {
+        let q = &self.l.weights;
+        let width = js.len();
+        let (ni, nj) = (items.len() - items.len() % 8, width - width % 8);
+        for j in (0..nj).step_by(8) {
+            for i in (0..ni).step_by(8) {
+                let src: [&[u8]; 8] = std::array::from_fn(|r| {
+                    q.run((js.start + j + r) * stride + items.start + i, 8, 1)
+                });
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `F16C` is only set by the AVX2/AVX-512 entry points, run
+                // after detection found AVX2.
+                unsafe {
+                    lut::transpose8_avx2(src, local, i * width + j, width)
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = src;
+            }
+        }
+        // The edges, word by word: the last items' every index, the others' last.
+        let (i0, j0) = (items.start, js.start);
+        for ii in 0..items.len() {
+            let from = if ii < ni { nj } else { 0 };
+            for jj in from..width {
+                local[ii * width + jj] = q.word(i0 + ii + (j0 + jj) * stride);
             }
         }
     }
@@ -276,7 +306,7 @@ impl Tile<'_, '_> {
         // `ks.start` is a multiple of CHUNK, so of `w`; the last word may run past K.
         let count = ks.len().div_ceil(w);
         let first = ks.start / w;
-        self.gather(
+        self.gather::<F16C>(
             self.rows.clone(),
             first..first + count,
             (q.row_stride, q.col_stride),
@@ -318,7 +348,7 @@ impl Tile<'_, '_> {
         let mut codes = [0u8; CHUNK];
         let len = ks.len();
         let columns = self.rows.start / w..self.rows.end.div_ceil(w);
-        self.gather(
+        self.gather::<F16C>(
             columns.clone(),
             ks.clone(),
             (q.row_stride, q.col_stride),
@@ -391,19 +421,4 @@ impl Tile<'_, '_> {
         }
         lut::apply_scalar(table, codes, bits);
     }
-}
-
-/// Asks for the cache line of `bytes[at]` into L2 (nothing when outside): L1 sets
-/// alias at the column strides of real widths.
-#[inline(always)]
-fn prefetch(bytes: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(p) = bytes.get(at) {
-        use core::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
-        // SAFETY: SSE is baseline on x86-64; `p` points inside `bytes`, and a
-        // prefetch reads nothing architecturally.
-        unsafe { _mm_prefetch::<_MM_HINT_T1>((p as *const u8).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, at);
 }

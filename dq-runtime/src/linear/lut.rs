@@ -95,6 +95,58 @@ pub(super) unsafe fn split_avx2(words: &[u32], codes: &mut [u8]) {
     split_scalar(&words[whole..], &mut codes[8 * whole..]);
 }
 
+/// Transposes an 8x8 block of words with AVX2: row `r` of the source is the 32
+/// bytes `src[r]` (8 little-endian words), and column `c` goes to
+/// `dst[at + c * stride..][..8]`.
+///
+/// # Safety
+/// The CPU has AVX2.
+///
+/// # Panics
+/// If a source row is not 32 bytes or a destination row leaves `dst`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn transpose8_avx2(src: [&[u8]; 8], dst: &mut [u32], at: usize, stride: usize) {
+    use core::arch::x86_64::*;
+    assert!(src.iter().all(|r| r.len() == 32));
+    assert!(at + 7 * stride + 8 <= dst.len());
+    // SAFETY: AVX2 (caller); each load reads one 32-byte source row, each store
+    // writes 8 words inside `dst` (both asserted above).
+    unsafe {
+        let r: [__m256i; 8] = core::array::from_fn(|i| _mm256_loadu_si256(src[i].as_ptr().cast()));
+        // 2x2 blocks of words, then of pairs, then of 128-bit halves.
+        let a0 = _mm256_unpacklo_epi32(r[0], r[1]);
+        let a1 = _mm256_unpackhi_epi32(r[0], r[1]);
+        let a2 = _mm256_unpacklo_epi32(r[2], r[3]);
+        let a3 = _mm256_unpackhi_epi32(r[2], r[3]);
+        let a4 = _mm256_unpacklo_epi32(r[4], r[5]);
+        let a5 = _mm256_unpackhi_epi32(r[4], r[5]);
+        let a6 = _mm256_unpacklo_epi32(r[6], r[7]);
+        let a7 = _mm256_unpackhi_epi32(r[6], r[7]);
+        let b0 = _mm256_unpacklo_epi64(a0, a2);
+        let b1 = _mm256_unpackhi_epi64(a0, a2);
+        let b2 = _mm256_unpacklo_epi64(a1, a3);
+        let b3 = _mm256_unpackhi_epi64(a1, a3);
+        let b4 = _mm256_unpacklo_epi64(a4, a6);
+        let b5 = _mm256_unpackhi_epi64(a4, a6);
+        let b6 = _mm256_unpacklo_epi64(a5, a7);
+        let b7 = _mm256_unpackhi_epi64(a5, a7);
+        let cols = [
+            _mm256_permute2x128_si256::<0x20>(b0, b4),
+            _mm256_permute2x128_si256::<0x20>(b1, b5),
+            _mm256_permute2x128_si256::<0x20>(b2, b6),
+            _mm256_permute2x128_si256::<0x20>(b3, b7),
+            _mm256_permute2x128_si256::<0x31>(b0, b4),
+            _mm256_permute2x128_si256::<0x31>(b1, b5),
+            _mm256_permute2x128_si256::<0x31>(b2, b6),
+            _mm256_permute2x128_si256::<0x31>(b3, b7),
+        ];
+        for (c, v) in cols.into_iter().enumerate() {
+            _mm256_storeu_si256(dst.as_mut_ptr().add(at + c * stride).cast(), v);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +189,21 @@ mod tests {
             // SAFETY: AVX2 detected above; `b` holds 8 bytes per word.
             unsafe { split_avx2(&words, &mut b) };
             assert_eq!(a, b, "{n} words");
+        }
+        let rows: Vec<Vec<u8>> = (0..8u32)
+            .map(|r| {
+                (0..8u32)
+                    .flat_map(|c| (r * 100 + c).to_le_bytes())
+                    .collect()
+            })
+            .collect();
+        let src: [&[u8]; 8] = core::array::from_fn(|r| rows[r].as_slice());
+        let mut dst = vec![0u32; 3 + 7 * 10 + 8];
+        // SAFETY: AVX2 detected above.
+        unsafe { transpose8_avx2(src, &mut dst, 3, 10) };
+        for c in 0..8 {
+            let col: Vec<u32> = (0..8).map(|r| r * 100 + c as u32).collect();
+            assert_eq!(dst[3 + c * 10..][..8], col[..], "column {c}");
         }
     }
 }

@@ -141,6 +141,7 @@ impl<'a> Linear<'a> {
     }
 
     /// Zero point (0 when there are none) and scale of row `n`, group `g`.
+    #[inline(always)]
     fn params(&self, n: usize, g: usize) -> (i32, f32) {
         let z = self.zeros.as_ref().map_or(0, |z| z.get(n, g));
         (z, self.scales.get(n, g))

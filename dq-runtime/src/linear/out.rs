@@ -50,10 +50,12 @@ impl Out for bf16 {
         bf16::from_bits(f32_to_bf16_bits(y))
     }
 
+    #[inline(always)]
     fn as_bits16(out: &mut [Self]) -> Option<&mut [u16]> {
         Some(bytemuck::cast_slice_mut(out))
     }
 
+    #[inline(always)]
     fn bits16(self) -> u16 {
         self.to_bits()
     }
@@ -65,10 +67,12 @@ impl Out for f16 {
         f16::from_f32(y)
     }
 
+    #[inline(always)]
     fn as_bits16(out: &mut [Self]) -> Option<&mut [u16]> {
         Some(bytemuck::cast_slice_mut(out))
     }
 
+    #[inline(always)]
     fn bits16(self) -> u16 {
         self.to_bits()
     }

@@ -67,7 +67,20 @@ impl Packed<'_> {
         u32::from_le_bytes([b[0], b[1], b[2], b[3]])
     }
 
+    /// The bytes of `count` words from word `first`, `stride` words apart (inside
+    /// the buffer: checked by [`Linear::new`](super::Linear::new) for a view's indices).
+    #[inline(always)]
+    pub(super) fn run(&self, first: usize, count: usize, stride: usize) -> &[u8] {
+        let end = if count == 0 {
+            first
+        } else {
+            first + (count - 1) * stride + 1
+        };
+        &self.words[4 * first..4 * end]
+    }
+
     /// The field at `(r, c)` plus the offset.
+    #[inline(always)]
     pub(super) fn get(&self, r: usize, c: usize) -> i32 {
         let (word, field) = self.locate(r, c);
         let mask = (1u32 << self.bits) - 1;
@@ -161,6 +174,7 @@ pub struct Scales<'a> {
 
 impl Scales<'_> {
     /// The scale of row `n`, group `g`, widened exactly to f32.
+    #[inline(always)]
     pub(super) fn get(&self, n: usize, g: usize) -> f32 {
         let i = n * self.row_stride + g * self.col_stride;
         let b = self.bytes;
