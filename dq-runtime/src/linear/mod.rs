@@ -180,7 +180,176 @@ impl<'a> Linear<'a> {
                 got: out.len(),
             });
         }
-        driver::run(isa, self, rows, out);
+        if !out.is_empty() {
+            driver::run(isa, self, rows, out);
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORDER: Packing = Packing::Outer {
+        order: [0, 1, 2, 3, 4, 5, 6, 7],
+    };
+
+    fn packed(words: &[u8], packing: Packing, strides: (usize, usize)) -> Packed<'_> {
+        Packed {
+            words,
+            bits: 4,
+            packing,
+            row_stride: strides.0,
+            col_stride: strides.1,
+            offset: 0,
+        }
+    }
+
+    fn scales(bytes: &[u8]) -> Scales<'_> {
+        Scales {
+            bytes,
+            dtype: ScaleType::F32,
+            row_stride: 1,
+            col_stride: 1,
+        }
+    }
+
+    #[test]
+    fn views_past_their_buffers_are_refused() {
+        let (w, s) = ([0u8; 8], 1f32.to_le_bytes());
+        let ok = Linear::new(
+            1,
+            16,
+            1,
+            packed(&w, Packing::Inner, (2, 1)),
+            None,
+            scales(&s),
+            Groups::Size(16),
+        );
+        assert!(ok.is_ok());
+        let what = |r: Result<Linear<'_>, LinearError>| match r {
+            Err(LinearError::View { what, .. }) => what,
+            other => panic!("{other:?}"),
+        };
+        // 17 inputs need a third word.
+        let long = Linear::new(
+            1,
+            17,
+            2,
+            packed(&w, Packing::Inner, (2, 1)),
+            None,
+            scales(&[0; 8]),
+            Groups::Size(16),
+        );
+        assert_eq!(what(long), "weights");
+        // Two rows of one scale each need two scales.
+        let rows = Linear::new(
+            2,
+            8,
+            1,
+            packed(&w, Packing::Inner, (1, 1)),
+            None,
+            scales(&s),
+            Groups::Size(8),
+        );
+        assert_eq!(what(rows), "scales");
+        let zeros = packed(&w[..4], ORDER, (1, 1));
+        let z = Linear::new(
+            9,
+            1,
+            1,
+            packed(&[0; 8], ORDER, (1, 1)),
+            Some(zeros),
+            scales(&[0; 36]),
+            Groups::Size(1),
+        );
+        assert_eq!(what(z), "zeros");
+        let twice = packed(
+            &w,
+            Packing::Outer {
+                order: [0, 0, 2, 3, 4, 5, 6, 7],
+            },
+            (1, 1),
+        );
+        let bad = Linear::new(1, 1, 1, twice, None, scales(&s), Groups::Size(1));
+        assert_eq!(what(bad), "weights");
+        let index = [0u32, 1];
+        let g = Linear::new(
+            1,
+            2,
+            1,
+            packed(&w, Packing::Inner, (1, 1)),
+            None,
+            scales(&s),
+            Groups::Index(&index),
+        );
+        assert_eq!(what(g), "groups");
+        let wide = Packed {
+            bits: 3,
+            ..packed(&w, Packing::Inner, (1, 1))
+        };
+        assert_eq!(
+            what(Linear::new(
+                1,
+                1,
+                1,
+                wide,
+                None,
+                scales(&s),
+                Groups::Size(1)
+            )),
+            "weights"
+        );
+        let huge = packed(&w, Packing::Inner, (usize::MAX, 1));
+        assert_eq!(
+            what(Linear::new(
+                2,
+                1,
+                1,
+                huge,
+                None,
+                scales(&[0; 8]),
+                Groups::Size(1)
+            )),
+            "weights"
+        );
+    }
+
+    #[test]
+    fn outputs_are_checked_and_empty_weights_write_nothing() {
+        let (w, s) = ([0x21u8, 0, 0, 0], 0.5f32.to_le_bytes());
+        let l = Linear::new(
+            1,
+            8,
+            1,
+            packed(&w, Packing::Inner, (1, 1)),
+            None,
+            scales(&s),
+            Groups::Size(8),
+        )
+        .unwrap();
+        let mut out = [0f32; 8];
+        l.run(0..1, &mut out).unwrap();
+        assert_eq!(out[..3], [0.5, 1.0, 0.0]);
+        assert!(matches!(
+            l.run(0..1, &mut [0f32; 7]),
+            Err(LinearError::Output { .. })
+        ));
+        assert!(matches!(
+            l.run(1..2, &mut [0f32; 8]),
+            Err(LinearError::Output { .. })
+        ));
+        // K = 0 and no groups: nothing to read or write.
+        let empty = Linear::new(
+            3,
+            0,
+            0,
+            packed(&[], Packing::Inner, (1, 1)),
+            None,
+            scales(&[]),
+            Groups::Size(128),
+        );
+        empty.unwrap().run(0..3, &mut [0f32; 0]).unwrap();
     }
 }
