@@ -14,7 +14,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
     median(
         (0..reps)
             .map(|_| {
@@ -57,14 +56,24 @@ fn main() {
         let mut out = vec![0f32; n];
         let k = dq_jit::block::kernel(gk.name).expect("compiles");
         let total = (bytes.len() + 4 * n) as f64;
-        let g = time(reps, || gk.run(&bytes, &mut out).unwrap());
-        let want = out.clone();
-        let j = time(reps, || k.run(&bytes, &mut out).unwrap());
-        assert!(want.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()));
         let mut src = vec![0u8; total as usize / 2];
         src.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8);
         let mut dst = vec![0u8; src.len()];
-        let m = time(reps, || dst.copy_from_slice(std::hint::black_box(&src)));
+        // Warm-up (the generated kernel races its two forms on its first calls).
+        for _ in 0..4 {
+            gk.run(&bytes, &mut out).unwrap();
+        }
+        let want = out.clone();
+        k.run(&bytes, &mut out).unwrap();
+        assert!(want.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()));
+        // Interleaved: each repetition times all three, so drift hits them alike.
+        let (mut tg, mut tj, mut tm) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            tg.push(time(1, || gk.run(&bytes, &mut out).unwrap()));
+            tj.push(time(1, || k.run(&bytes, &mut out).unwrap()));
+            tm.push(time(1, || dst.copy_from_slice(std::hint::black_box(&src))));
+        }
+        let (g, j, m) = (median(tg), median(tj), median(tm));
         let gb = |t: f64| total / t / 1e9;
         println!(
             "| {} | {:.1} | {:.1} | {:.2} | {:.1} |",

@@ -233,12 +233,15 @@ fn compile(
         .declare_function("dq_block", Linkage::Local, &func.signature)
         .map_err(|e| codegen(Stage::Declare, e))?;
     let mut ctx = Context::for_function(func);
+    ctx.set_disasm(std::env::var_os("DQ_JIT_DISASM").is_some());
     module
         .define_function(id, &mut ctx)
         .map_err(|e| codegen(Stage::Define, format_args!("{e:?}")))?;
-    let code_bytes = ctx
-        .compiled_code()
-        .map_or(0, |c| c.code_info().total_size as usize);
+    let code = ctx.compiled_code();
+    if let Some(v) = code.and_then(|c| c.vcode.as_ref()) {
+        eprintln!("{name}:\n{v}");
+    }
+    let code_bytes = code.map_or(0, |c| c.code_info().total_size as usize);
     module
         .finalize_definitions()
         .map_err(|e| codegen(Stage::Finalize, e))?;
