@@ -22,26 +22,27 @@ impl Emit<'_> {
         let em = self.and_k(h, 0x7FFF);
         let sign = self.and_k(h, 0x8000);
         let sign = self.shl_k(sign, 16);
+        // Exponent and mantissa in f32 position.
+        let t = self.shl_k(em, 13);
         // Normal: exponent rebiased by 127 - 15.
-        let normal = self.shl_k(em, 13);
         let bias = self.k(ity, (127 - 15) << 23);
-        let normal = self.b.ins().iadd(normal, bias);
-        // Infinity or NaN: all-ones exponent, the mantissa (payload) as it is.
-        let mant = self.and_k(em, 0x03FF);
-        let mant = self.shl_k(mant, 13);
+        let normal = self.b.ins().iadd(t, bias);
+        // Infinity or NaN: all-ones exponent (`t` has f16's all-ones exponent,
+        // which lies inside f32's), the mantissa (payload) as it is.
         let inf = self.k(ity, 0x7F80_0000);
-        let special = self.b.ins().bor(mant, inf);
+        let special = self.b.ins().bor(t, inf);
         // Subnormal or zero: em * 2^-24, exact in f32.
         let f = self.b.ins().fcvt_from_sint(fty, em);
         let scale = self.k(ity, 0x3380_0000);
         let scale = self.b.ins().bitcast(fty, lanes(), scale);
         let sub = self.b.ins().fmul(f, scale);
         let sub = self.b.ins().bitcast(ity, lanes(), sub);
-        let c400 = self.k(ity, 0x0400);
-        let c7c00 = self.k(ity, 0x7C00);
-        // `em` is below 2^15: signed compares are unsigned ones here.
-        let is_normal = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, em, c400);
-        let is_special = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, em, c7c00);
+        let c3ff = self.k(ity, 0x03FF);
+        let c7bff = self.k(ity, 0x7BFF);
+        // `em` is below 2^15: signed compares are unsigned ones here (and `>` is
+        // one instruction on x86 where `>=` is two).
+        let is_normal = self.b.ins().icmp(IntCC::SignedGreaterThan, em, c3ff);
+        let is_special = self.b.ins().icmp(IntCC::SignedGreaterThan, em, c7bff);
         let bits = self.pick(is_normal, normal, sub);
         let bits = self.pick(is_special, special, bits);
         let bits = self.b.ins().bor(sign, bits);

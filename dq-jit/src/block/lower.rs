@@ -29,19 +29,22 @@ use crate::error::JitError;
 /// entry block.
 pub(super) struct Emit<'f> {
     pub(super) b: FunctionBuilder<'f>,
+    /// The host has x86's `pshufb` (zero for an index with its top bit set).
+    pshufb: bool,
     entry: Block,
     consts: HashMap<(Type, Vec<u8>), Value>,
 }
 
 impl<'f> Emit<'f> {
     /// Starts `b`'s entry block; returns the emitter and the function's parameters.
-    pub(super) fn start(mut b: FunctionBuilder<'f>) -> (Self, Vec<Value>) {
+    pub(super) fn start(mut b: FunctionBuilder<'f>, pshufb: bool) -> (Self, Vec<Value>) {
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
         let e = Emit {
             b,
+            pshufb,
             entry,
             consts: HashMap::new(),
         };
@@ -61,6 +64,33 @@ impl<'f> Emit<'f> {
         let v = pos.ins().vconst(ty, c);
         self.consts.insert((ty, bytes), v);
         v
+    }
+
+    /// Byte `idx[i]` of `x` in byte `i` (0 for an index of 0x80), by a constant
+    /// byte shuffle.
+    pub(super) fn shuffle_bytes(&mut self, x: Value, idx: Vec<u8>) -> Value {
+        let idx = self.vconst_bytes(types::I8X16, idx);
+        self.lookup(x, idx)
+    }
+
+    /// Byte `idx[i]` of `table` in byte `i` (0 for an index of 0x80 or more): x86's
+    /// `pshufb` where the host has it, else Cranelift's `swizzle` (the same for
+    /// these indices).
+    pub(super) fn lookup(&mut self, table: Value, idx: Value) -> Value {
+        if self.pshufb {
+            self.b.ins().x86_pshufb(table, idx)
+        } else {
+            self.b.ins().swizzle(table, idx)
+        }
+    }
+
+    /// True when the host's float additions and products of two registers return
+    /// the first operand's NaN (quieted) when both are NaN, with the operands in
+    /// the IR's order: x86-64 (its lowering swaps `fadd`/`fmul` operands only to
+    /// fold a load of the first one, and no formula operand is a load). Elsewhere
+    /// the rule is pinned by [`first_nan`](Self::first_nan).
+    fn keeps_order(&self) -> bool {
+        self.pshufb
     }
 
     /// A vector constant of type `ty` with every lane `bits`.
@@ -147,6 +177,7 @@ pub(super) fn declared(
     d: &'static BlockDecl,
     sig: Signature,
     cfg: TargetFrontendConfig,
+    pshufb: bool,
 ) -> Result<Function, JitError> {
     check(d).map_err(|reason| JitError::UnsupportedBlock {
         name: d.name.to_owned(),
@@ -155,7 +186,7 @@ pub(super) fn declared(
     let mut func = Function::with_name_signature(UserFuncName::default(), sig);
     let mut fctx = FunctionBuilderContext::new();
     let b = FunctionBuilder::new(&mut func, &mut fctx);
-    let (mut e, p) = Emit::start(b);
+    let (mut e, p) = Emit::start(b, pshufb);
     let (src, n, out) = (p[0], p[1], p[2]);
     let head = e.b.create_block();
     let s = e.b.append_block_param(head, types::I64);
@@ -192,14 +223,22 @@ pub(super) fn dot(digits: &[usize], coef: impl Fn(usize) -> usize, r: usize) -> 
 }
 
 impl Emit<'_> {
-    /// One block at address `blk` into the f32 at address `out`.
+    /// One block at address `blk` into the f32 at address `out`: chunks of 16
+    /// consecutive elements of one group (8 where a group's run is shorter).
     fn block(&mut self, d: &BlockDecl, blk: Value, out: Value) {
         let inner = d.inner();
-        let width = if inner.is_multiple_of(16) { 16 } else { 8 };
+        let group = |e: usize| dot(d.digits, |k| d.group[k], e / inner);
         let mut params = super::params::Params::new(d);
         let mut splats: HashMap<usize, Vec<Value>> = HashMap::new();
-        for r in 0..d.block_elems / inner {
-            let g = dot(d.digits, |k| d.group[k], r);
+        let mut e0 = 0;
+        while e0 < d.block_elems {
+            let g = group(e0);
+            // `check`: runs are multiples of 8, so 8 elements share a group.
+            let width = if e0 + 16 <= d.block_elems && group(e0 + 15) == g && group(e0 + 8) == g {
+                16
+            } else {
+                8
+            };
             if !splats.contains_key(&g) {
                 let p = (0..d.outputs.len())
                     .map(|k| {
@@ -210,46 +249,33 @@ impl Emit<'_> {
                 splats.insert(g, p);
             }
             let p = splats[&g].clone();
-            for c in (0..inner).step_by(width) {
-                let q = self.assemble(d, blk, r, c, width);
-                let ints = self.widen(q, width);
-                for (j, q) in ints.into_iter().enumerate() {
-                    let y = self.formula(d, q, &p);
-                    let at = 4 * (r * inner + c + 4 * j);
-                    // In bounds: element `r * inner + c + 4j + 3 < block_elems` of
-                    // this block's output.
-                    self.b.ins().store(mem(), y, out, at as i32);
-                }
+            let qb = self.assemble(d, blk, e0, width);
+            for j in 0..width / 4 {
+                let fq = self.spread(qb, j);
+                let y = self.formula(d, fq, &p);
+                let at = 4 * (e0 + 4 * j);
+                // In bounds: elements `e0 + 4j .. e0 + 4j + 4 <= block_elems` of this
+                // block's output.
+                self.b.ins().store(mem(), y, out, at as i32);
             }
+            e0 += width;
         }
     }
 
-    /// The I8X16 integers (lanes `0..width`) as I32X4 vectors of 4 lanes each.
-    fn widen(&mut self, q: Value, width: usize) -> Vec<Value> {
-        let lo = self.b.ins().swiden_low(q);
-        let mut v = vec![self.b.ins().swiden_low(lo), self.b.ins().swiden_high(lo)];
-        if width == 16 {
-            let hi = self.b.ins().swiden_high(q);
-            v.push(self.b.ins().swiden_low(hi));
-            v.push(self.b.ins().swiden_high(hi));
-        }
-        v
-    }
-
-    /// The formula over four elements' integers `q` (I32X4) with the group's
-    /// parameters `p` (F32X4 splats), node by node in the declaration's order.
-    fn formula(&mut self, d: &BlockDecl, q: Value, p: &[Value]) -> Value {
+    /// The formula over four elements' integers, given as their exact floats `fq`
+    /// (F32X4), with the group's parameters `p` (F32X4 splats), node by node in the
+    /// declaration's order (`BlockDecl::check`: `Q` is only an operand of `Float`).
+    fn formula(&mut self, d: &BlockDecl, fq: Value, p: &[Value]) -> Value {
         let nodes = d.formula.nodes;
         let mut v: Vec<Value> = Vec::with_capacity(nodes.len());
         for node in nodes {
             let y = match *node {
-                BlockNode::Q => q,
-                BlockNode::Float(_) => self.b.ins().fcvt_from_sint(types::F32X4, q),
+                BlockNode::Q | BlockNode::Float(_) => fq,
                 BlockNode::Param(k) => p[usize::from(k)],
                 BlockNode::Mul(a, b) => {
                     let (x, z) = (v[usize::from(a)], v[usize::from(b)]);
                     let r = self.b.ins().fmul(x, z);
-                    if may_nan(nodes, a) && may_nan(nodes, b) {
+                    if may_nan(nodes, a) && may_nan(nodes, b) && !self.keeps_order() {
                         self.first_nan(x, r)
                     } else {
                         r
@@ -258,7 +284,7 @@ impl Emit<'_> {
                 BlockNode::Add(a, b) => {
                     let (x, z) = (v[usize::from(a)], v[usize::from(b)]);
                     let r = self.b.ins().fadd(x, z);
-                    if may_nan(nodes, a) && may_nan(nodes, b) {
+                    if may_nan(nodes, a) && may_nan(nodes, b) && !self.keeps_order() {
                         self.first_nan(x, r)
                     } else {
                         r

@@ -200,9 +200,16 @@ fn build(
     }
     let sig = signature(isa);
     let cfg = isa.frontend_config();
+    // x86's byte shuffle (SSSE3) where the host has it; Cranelift's `swizzle`
+    // elsewhere.
+    let pshufb = isa.name() == "x64"
+        && isa
+            .isa_flags()
+            .iter()
+            .any(|f| f.name == "has_ssse3" && f.as_bool() == Some(true));
     match decl {
-        Some(d) => lower::declared(d, sig, cfg),
-        None => plain::plain(name, block_bytes, sig, cfg),
+        Some(d) => lower::declared(d, sig, cfg, pshufb),
+        None => plain::plain(name, block_bytes, sig, cfg, pshufb),
     }
 }
 

@@ -32,6 +32,7 @@ pub(super) fn plain(
     size: usize,
     sig: Signature,
     cfg: TargetFrontendConfig,
+    pshufb: bool,
 ) -> Result<Function, JitError> {
     let t = match name {
         "F32" => Plain::F32,
@@ -47,7 +48,7 @@ pub(super) fn plain(
     let mut func = Function::with_name_signature(UserFuncName::default(), sig);
     let mut fctx = FunctionBuilderContext::new();
     let b = FunctionBuilder::new(&mut func, &mut fctx);
-    let (mut e, p) = Emit::start(b);
+    let (mut e, p) = Emit::start(b, pshufb);
     let (src, n, out) = (p[0], p[1], p[2]);
     let size = size as i64;
     let block = |e: &mut Emit<'_>| {
