@@ -169,7 +169,8 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
         check_gguf(&jit, "blocks", dtype);
         let summary = String::from_utf8(jo.stdout).unwrap();
         assert!(
-            summary.contains("backend jit, ") && summary.contains("JIT kernels 14 compiled / 42 reused"),
+            summary.contains("backend jit, ")
+                && summary.contains("JIT kernels 14 compiled / 42 reused"),
             "{summary}"
         );
         let err = stderr(&o);

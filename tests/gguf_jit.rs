@@ -114,7 +114,11 @@ fn supported() -> Vec<GgmlType> {
 fn every_fixture_type_matches_gguf_py() {
     let mut want: Vec<&str> = supported().into_iter().map(GgmlType::name).collect();
     want.sort_unstable();
-    assert_eq!(check_fixture("blocks"), want, "blocks.gguf covers every type");
+    assert_eq!(
+        check_fixture("blocks"),
+        want,
+        "blocks.gguf covers every type"
+    );
     let v2 = check_fixture("quantized_v2");
     assert!(v2.len() >= 9, "{v2:?}");
 }
@@ -170,9 +174,12 @@ fn check_random(ty: GgmlType, bytes: &[u8], cuts: &[usize]) {
         .unwrap();
         at = end;
     }
-    assert_bits(&format!("{ty} random"), &f32_bits(&got), &f32_bits(&want), |b| {
-        f32::from_bits(b).is_nan()
-    });
+    assert_bits(
+        &format!("{ty} random"),
+        &f32_bits(&got),
+        &f32_bits(&want),
+        |b| f32::from_bits(b).is_nan(),
+    );
 }
 
 proptest! {
@@ -272,9 +279,12 @@ fn kernels_stay_inside_their_buffers() {
                 let mut dst = GuardBuf::new(&vec![0u8; 4 * want.len()], guard);
                 let out: &mut [f32] = bytemuck::cast_slice_mut(dst.as_mut_slice());
                 k.run(src.as_slice(), out).unwrap();
-                assert_bits(&format!("{ty} guarded"), &f32_bits(out), &f32_bits(&want), |b| {
-                    f32::from_bits(b).is_nan()
-                });
+                assert_bits(
+                    &format!("{ty} guarded"),
+                    &f32_bits(out),
+                    &f32_bits(&want),
+                    |b| f32::from_bits(b).is_nan(),
+                );
             }
         }
     }
@@ -300,9 +310,15 @@ fn one_compile_per_type_then_reuse() {
     assert!(k.code_bytes > 0);
     // Lengths are checked before the kernel runs.
     let err = k.run(&[0; 209], &mut [0f32; 256]).unwrap_err();
-    assert!(err.to_string().contains("not whole 210-byte blocks"), "{err}");
+    assert!(
+        err.to_string().contains("not whole 210-byte blocks"),
+        "{err}"
+    );
     // Unsupported types stay a clear error, before any compile.
     let u = file.tensor("iq4_nl.unsupported").unwrap();
     let err = file.dequantize(u, &mut vec![0f32; u.element_count() as usize], &opts);
-    assert!(matches!(err, Err(GgufError::UnsupportedType { .. })), "{err:?}");
+    assert!(
+        matches!(err, Err(GgufError::UnsupportedType { .. })),
+        "{err:?}"
+    );
 }

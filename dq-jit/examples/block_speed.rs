@@ -27,7 +27,9 @@ fn time(reps: usize, mut f: impl FnMut()) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let elems: usize = args.next().map_or(1 << 24, |a| a.parse().expect("ELEMENTS"));
+    let elems: usize = args
+        .next()
+        .map_or(1 << 24, |a| a.parse().expect("ELEMENTS"));
     let reps: usize = args.next().map_or(15, |a| a.parse().expect("REPS"));
     println!("| type | generated GB/s | JIT GB/s | JIT / generated | memcpy GB/s |");
     println!("|---|---:|---:|---:|---:|");
@@ -65,7 +67,11 @@ fn main() {
         }
         let want = out.clone();
         k.run(&bytes, &mut out).unwrap();
-        assert!(want.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(
+            want.iter()
+                .zip(&out)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
         // Interleaved: each repetition times all three, so drift hits them alike.
         let (mut tg, mut tj, mut tm) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..reps {

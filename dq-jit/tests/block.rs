@@ -26,7 +26,9 @@ fn every_type_matches_the_generated_driver() {
     for gk in gguf::kernels() {
         let k = dq_jit::block::kernel(gk.name).unwrap();
         for blocks in [1usize, 2, 7, 33, 400] {
-            let mut bytes: Vec<u8> = (0..blocks * gk.block_bytes).map(|_| rng.next() as u8).collect();
+            let mut bytes: Vec<u8> = (0..blocks * gk.block_bytes)
+                .map(|_| rng.next() as u8)
+                .collect();
             let params = gk.decl.map_or(&[][..], |d| d.params);
             for block in bytes.chunks_exact_mut(gk.block_bytes) {
                 for p in params {

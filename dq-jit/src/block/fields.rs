@@ -75,7 +75,13 @@ impl Emit<'_> {
     /// into the mantissa of 2^23, minus 2^23 + 128 (exact).
     pub(super) fn spread(&mut self, qb: Value, j: usize) -> Value {
         let idx: Vec<u8> = (0..16)
-            .map(|i| if i % 4 == 0 { (4 * j + i / 4) as u8 } else { 0x80 })
+            .map(|i| {
+                if i % 4 == 0 {
+                    (4 * j + i / 4) as u8
+                } else {
+                    0x80
+                }
+            })
             .collect();
         let x = self.shuffle_bytes(qb, idx);
         let x = self.b.ins().bitcast(types::I32X4, lanes(), x);
@@ -102,7 +108,11 @@ impl Emit<'_> {
                 .map(|l| pos.get(l).map_or(0x80, |p| (p.0 - s) as u8))
                 .collect();
             let in_order = pos.iter().enumerate().all(|(l, p)| p.0 - s == l);
-            let v = if in_order { w } else { self.shuffle_bytes(w, idx) };
+            let v = if in_order {
+                w
+            } else {
+                self.shuffle_bytes(w, idx)
+            };
             if same_shift {
                 self.bits_of(v, pos[0].1, bits)
             } else {

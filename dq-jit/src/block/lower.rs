@@ -60,7 +60,11 @@ impl<'f> Emit<'f> {
         }
         let mut pos = FuncCursor::new(self.b.func);
         pos.goto_first_insertion_point(self.entry);
-        let c = pos.func.dfg.constants.insert(ConstantData::from(bytes.clone()));
+        let c = pos
+            .func
+            .dfg
+            .constants
+            .insert(ConstantData::from(bytes.clone()));
         let v = pos.ins().vconst(ty, c);
         self.consts.insert((ty, bytes), v);
         v

@@ -54,7 +54,8 @@ impl<'d> Params<'d> {
         }
         // `BlockDecl::check`: every byte read below lies in the block (F16 `at + 2`,
         // Byte `at + stride * (groups - 1)`, the 12 packed-scale bytes).
-        let byte = |e: &mut Emit<'_>, at: usize| e.b.ins().uload8(types::I32, mem(), blk, at as i32);
+        let byte =
+            |e: &mut Emit<'_>, at: usize| e.b.ins().uload8(types::I32, mem(), blk, at as i32);
         let v = match self.d.params[i] {
             ParamNode::F16(at) => {
                 let h = e.b.ins().uload16(types::I32, mem(), blk, at as i32);

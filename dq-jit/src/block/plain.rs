@@ -66,7 +66,9 @@ pub(super) fn plain(
     e.b.ins().jump(vhead, &[src.into(), out.into(), n.into()]);
 
     e.b.switch_to_block(vhead);
-    let more = e.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, r, 16);
+    let more =
+        e.b.ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, r, 16);
     e.b.ins()
         .brif(more, vbody, &[], thead, &[s.into(), o.into(), r.into()]);
     e.b.switch_to_block(vbody);

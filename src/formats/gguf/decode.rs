@@ -1,8 +1,8 @@
 //! Dequantizing one tensor into a caller's f32, f16 or bf16 buffer, on a chosen
 //! backend and number of threads.
 
-use dq_runtime::Backend;
 use dq_jit::block::BlockJit;
+use dq_runtime::Backend;
 use dq_runtime::block::{self, BlockKernel};
 
 use super::error::{GgufError, Result};
