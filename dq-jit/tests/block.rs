@@ -33,11 +33,11 @@ fn every_type_matches_the_generated_driver() {
             for block in bytes.chunks_exact_mut(gk.block_bytes) {
                 for p in params {
                     match *p {
-                        ParamNode::F16(at) if rng.next() % 3 == 0 => {
+                        ParamNode::F16(at) if rng.next().is_multiple_of(3) => {
                             let h = SPECIAL_F16[rng.next() as usize % 10].to_le_bytes();
                             block[at..at + 2].copy_from_slice(&h);
                         }
-                        ParamNode::E8m0Half(at) if rng.next() % 3 == 0 => {
+                        ParamNode::E8m0Half(at) if rng.next().is_multiple_of(3) => {
                             block[at] = [0, 1, 254, 255][rng.next() as usize % 4];
                         }
                         _ => {}
@@ -46,7 +46,7 @@ fn every_type_matches_the_generated_driver() {
             }
             if gk.decl.is_none() {
                 for c in bytes.chunks_exact_mut(2) {
-                    if rng.next() % 4 == 0 {
+                    if rng.next().is_multiple_of(4) {
                         c.copy_from_slice(&SPECIAL_F16[rng.next() as usize % 10].to_le_bytes());
                     }
                 }

@@ -243,16 +243,19 @@ impl Emit<'_> {
             } else {
                 8
             };
-            if !splats.contains_key(&g) {
-                let p = (0..d.outputs.len())
-                    .map(|k| {
-                        let x = params.get(self, blk, usize::from(d.outputs[k]), g);
-                        self.b.ins().splat(types::F32X4, x)
-                    })
-                    .collect();
-                splats.insert(g, p);
-            }
-            let p = splats[&g].clone();
+            let p = match splats.get(&g) {
+                Some(p) => p.clone(),
+                None => {
+                    let p: Vec<Value> = (0..d.outputs.len())
+                        .map(|k| {
+                            let x = params.get(self, blk, usize::from(d.outputs[k]), g);
+                            self.b.ins().splat(types::F32X4, x)
+                        })
+                        .collect();
+                    splats.insert(g, p.clone());
+                    p
+                }
+            };
             let qb = self.assemble(d, blk, e0, width);
             for j in 0..width / 4 {
                 let fq = self.spread(qb, j);

@@ -45,7 +45,7 @@ fn jit_kernel(ty: GgmlType, name: &str) -> Result<&'static BlockJit> {
     dq_jit::block::kernel(ty.name()).map_err(|source| GgufError::Jit {
         ty,
         name: name.to_owned(),
-        source,
+        source: Box::new(source),
     })
 }
 

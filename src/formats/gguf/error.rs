@@ -211,8 +211,8 @@ pub enum GgufError {
         ty: super::GgmlType,
         /// The tensor.
         name: String,
-        /// The JIT's reason.
-        source: dq_jit::JitError,
+        /// The JIT's reason (boxed: it keeps the error small).
+        source: Box<dq_jit::JitError>,
     },
     /// An output buffer whose length is not the tensor's element count.
     #[error("tensor {name}: output holds {got} elements, the tensor has {expected}")]
