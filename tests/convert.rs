@@ -162,6 +162,17 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
             "generated",
         ];
         check_gguf(&convert_ok(&blocks, &gen_args).0, "blocks", dtype);
+        // So does the JIT: one kernel per block type (14), reused by the other 42
+        // tensors.
+        let jit_args = ["--dtype", dtype, "--skip-unsupported", "--backend", "jit"];
+        let (jit, jo) = convert_ok(&blocks, &jit_args);
+        check_gguf(&jit, "blocks", dtype);
+        let summary = String::from_utf8(jo.stdout).unwrap();
+        assert!(
+            summary.contains("backend jit, ")
+                && summary.contains("JIT kernels 14 compiled / 42 reused"),
+            "{summary}"
+        );
         let err = stderr(&o);
         for skipped in [
             "iq4_nl.unsupported: unsupported GGUF type IQ4_NL",
@@ -202,11 +213,12 @@ fn failures_leave_no_output() {
         &[],
         &["iq4_nl.unsupported", "IQ4_NL", "--skip-unsupported"],
     );
-    // The JIT cannot run block types yet: a clear error, not a panic.
+    // The JIT runs every supported block type; an unsupported one still fails
+    // before anything is compiled or written.
     convert_fails(
         &blocks,
-        &["--skip-unsupported", "--backend", "jit"],
-        &["backend jit cannot run GGUF type"],
+        &["--backend", "jit"],
+        &["iq4_nl.unsupported", "IQ4_NL", "--skip-unsupported"],
     );
     convert_fails(&blocks, &["--threads", "0"], &["--threads"]);
     // A truncated file.
@@ -510,7 +522,7 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
             .to_vec()
     };
     assert_eq!(row("generated"), ["generated", "56/56", "0"]);
-    assert_eq!(row("jit"), ["jit", "0/56", "56"]);
+    assert_eq!(row("jit"), ["jit", "56/56", "0"]);
 
     // The synthetic preset flags do not apply to a file.
     let o = dq(&["model", s(&blocks), "--preset", "tiny"]);
@@ -531,7 +543,7 @@ fn library_dequantize_is_exact_for_any_thread_count() {
     for (name, bits) in gguf_expected("blocks") {
         let t = file.tensor(&name).unwrap();
         for threads in [0, 1, 2, 3, 5] {
-            for backend in [Backend::Reference, Backend::Auto] {
+            for backend in [Backend::Reference, Backend::Auto, Backend::Jit] {
                 let mut out = vec![0f32; bits.len()];
                 file.dequantize(t, &mut out, &opts(backend, threads))
                     .unwrap();
@@ -554,18 +566,11 @@ fn library_dequantize_is_exact_for_any_thread_count() {
             matches!(err, Err(GgufError::OutputLength { ref name, .. }) if name == t.name()),
             "{err:?}"
         );
-        let mut out = vec![0f32; bits.len()];
-        let err = file.dequantize(t, &mut out, &opts(Backend::Jit, 1));
-        assert!(
-            matches!(
-                err,
-                Err(GgufError::BackendCannotRun {
-                    backend: Backend::Jit,
-                    ..
-                })
-            ),
-            "{err:?}"
-        );
+        let mut out = vec![bf16::ZERO; bits.len()];
+        file.dequantize(t, &mut out, &opts(Backend::Jit, 2))
+            .unwrap();
+        let got: Vec<u8> = out.iter().flat_map(|y| y.to_le_bytes()).collect();
+        assert_eq!(got, expected_bytes(&bits, "bf16"), "{name} jit bf16");
     }
     let t = file.tensor("iq4_nl.unsupported").unwrap();
     let err = file.dequantize(t, &mut [0f32; 0][..], &opts(Backend::Auto, 1));

@@ -69,6 +69,27 @@ pub enum JitError {
         /// The verifier's message.
         message: String,
     },
+    /// A GGUF block type the JIT does not lower.
+    #[error("the JIT cannot lower block type {name}: {reason}")]
+    UnsupportedBlock {
+        /// The type's name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A block kernel was given bytes that are not whole blocks, or an output that
+    /// is not their element count.
+    #[error("{name}: {bytes} bytes are not whole {block_bytes}-byte blocks of {elements} elements")]
+    BlockLength {
+        /// The block type.
+        name: &'static str,
+        /// Bytes given.
+        bytes: usize,
+        /// Elements given.
+        elements: usize,
+        /// Bytes per block.
+        block_bytes: usize,
+    },
     /// A compiled kernel was given a job of another plan.
     #[error("kernel compiled for another plan")]
     OtherPlan,

@@ -20,6 +20,7 @@
 //! [`for_formula`].
 #![deny(missing_docs)]
 
+pub mod block;
 mod cache;
 mod compile;
 mod error;

@@ -140,6 +140,8 @@ struct Summary {
     read: u64,
     written: u64,
     seconds: f64,
+    /// With `--backend jit`: block kernels compiled, and tensors that reused one.
+    jit: Option<(usize, usize)>,
 }
 
 /// Runs `dq convert`.
@@ -158,6 +160,7 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
         threads,
     };
     let start = Instant::now();
+    let jit_before = dq_jit::block::stats();
     let source = Source::open(&a.input)?;
     let all = source.items();
     let items = select(&a.input, all, &opts, a.skip_unsupported)?;
@@ -179,6 +182,17 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
         read: items.kept.iter().map(|i| i.src_bytes as u64).sum(),
         written: bytes,
         seconds: start.elapsed().as_secs_f64(),
+        jit: (a.backend == Backend::Jit).then(|| {
+            // One kernel per GGUF block type, compiled for its first tensor; every
+            // other tensor of the type reuses it.
+            let compiled = dq_jit::block::stats().compiled - jit_before.compiled;
+            let blocks = items
+                .kept
+                .iter()
+                .filter(|i| matches!(i.kind, Kind::Gguf(..)))
+                .count();
+            (compiled, blocks.saturating_sub(compiled))
+        }),
     };
     print_summary(&a.output, dtype, &opts, &s);
     Ok(())
@@ -428,8 +442,11 @@ fn print_summary(output: &Path, dtype: OutDtype, opts: &Options, s: &Summary) {
         String::new()
     };
     let gbps = (s.read + s.written) as f64 / 1e9 / s.seconds.max(1e-9);
+    let jit = s.jit.map_or(String::new(), |(c, r)| {
+        format!(", JIT kernels {c} compiled / {r} reused")
+    });
     println!(
-        "wrote {}: {} tensors{skipped}, {} bytes read, {} bytes written ({}), {:.3} s, {:.2} GB/s (read + written), backend {}, {} thread(s)",
+        "wrote {}: {} tensors{skipped}, {} bytes read, {} bytes written ({}), {:.3} s, {:.2} GB/s (read + written), backend {}, {} thread(s){jit}",
         output.display(),
         s.tensors,
         s.read,

@@ -1,6 +1,7 @@
 //! Dequantizing one tensor into a caller's f32, f16 or bf16 buffer, on a chosen
 //! backend and number of threads.
 
+use dq_jit::block::BlockJit;
 use dq_runtime::Backend;
 use dq_runtime::block::{self, BlockKernel};
 
@@ -15,11 +16,12 @@ use crate::formats::element::{self, Element};
 ///
 /// `Reference` runs the scalar decoders of [`mod@reference`]; `Generated` and `Auto`
 /// run the type's declaration ([`dq_runtime::block::gguf`]) through the generated
-/// block driver; the JIT backend does not run block types yet.
+/// block driver; `Jit` runs it through the JIT's block kernel
+/// ([`dq_jit::block`]), compiled here on first use (once per type and process).
 ///
 /// # Errors
 /// [`GgufError::UnsupportedType`] for a type dq does not decode;
-/// [`GgufError::BackendCannotRun`] for a backend that cannot run it.
+/// [`GgufError::Jit`] when the JIT cannot compile the type's kernel.
 pub fn check_backend(backend: Backend, ty: GgmlType, name: &str) -> Result<()> {
     if !ty.is_supported() {
         return Err(GgufError::UnsupportedType {
@@ -29,17 +31,30 @@ pub fn check_backend(backend: Backend, ty: GgmlType, name: &str) -> Result<()> {
     }
     match backend {
         Backend::Reference | Backend::Auto | Backend::Generated => Ok(()),
-        Backend::Jit => Err(GgufError::BackendCannotRun {
-            backend,
-            ty,
-            name: name.to_owned(),
-        }),
+        Backend::Jit => jit_kernel(ty, name).map(drop),
     }
 }
 
 /// The generated block kernel of a supported type.
 fn kernel(ty: GgmlType) -> Option<&'static BlockKernel> {
     block::gguf::kernel(ty.name())
+}
+
+/// The JIT block kernel of a supported type (compiled on first use, then reused).
+fn jit_kernel(ty: GgmlType, name: &str) -> Result<&'static BlockJit> {
+    dq_jit::block::kernel(ty.name()).map_err(|source| GgufError::Jit {
+        ty,
+        name: name.to_owned(),
+        source: Box::new(source),
+    })
+}
+
+/// The kernel a backend decodes with.
+#[derive(Clone, Copy)]
+enum Decoder {
+    Reference,
+    Generated(&'static BlockKernel),
+    Jit(&'static BlockJit),
 }
 
 impl<B: AsRef<[u8]>> Gguf<B> {
@@ -67,16 +82,16 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     /// file.dequantize(t, &mut generated, &Options { backend: Backend::Generated, threads: 1 })?;
     /// assert_eq!(generated.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
     ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
-    /// // The JIT backend does not run block types yet: a clear error.
-    /// let jit = Options { backend: Backend::Jit, threads: 1 };
-    /// let err = file.dequantize(t, &mut f32s, &jit).unwrap_err();
-    /// assert_eq!(err.to_string(),
-    ///     "backend jit cannot run GGUF type Q4_K yet (tensor q4_k.r3); use reference or auto");
+    /// // The JIT backend compiles the declaration once per type: the same bits too.
+    /// let mut jit = vec![0f32; f32s.len()];
+    /// file.dequantize(t, &mut jit, &Options { backend: Backend::Jit, threads: 3 })?;
+    /// assert_eq!(jit.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+    ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
     /// # Ok::<(), dq::formats::gguf::GgufError>(())
     /// ```
     ///
     /// # Errors
-    /// [`GgufError::UnsupportedType`], [`GgufError::BackendCannotRun`], or
+    /// [`GgufError::UnsupportedType`], [`GgufError::Jit`], or
     /// [`GgufError::OutputLength`] when `out` is not the tensor's element count;
     /// nothing is written then.
     pub fn dequantize<T: Element>(
@@ -96,16 +111,18 @@ impl<B: AsRef<[u8]>> Gguf<B> {
         }
         let data = self.tensor_data(t)?;
         let size = ty.type_size();
-        let generated = match opts.backend {
-            Backend::Reference => None,
-            _ => kernel(ty),
+        let decoder = match opts.backend {
+            Backend::Reference => Decoder::Reference,
+            Backend::Jit => Decoder::Jit(jit_kernel(ty, t.name())?),
+            _ => kernel(ty).map_or(Decoder::Reference, Decoder::Generated),
         };
         let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
             let bytes = &data[blocks.start * size..blocks.end * size];
-            match generated {
-                // Whole blocks into their elements: the lengths match by construction.
-                Some(k) => k.run(bytes, buf).expect("whole blocks"),
-                None => reference::decode(ty, bytes, buf),
+            // Whole blocks into their elements: the lengths match by construction.
+            match decoder {
+                Decoder::Generated(k) => k.run(bytes, buf).expect("whole blocks"),
+                Decoder::Jit(k) => k.run(bytes, buf).expect("whole blocks"),
+                Decoder::Reference => reference::decode(ty, bytes, buf),
             }
         };
         element::split(out, ty.block_size(), opts.threads, &decode);

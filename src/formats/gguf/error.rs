@@ -203,6 +203,17 @@ pub enum GgufError {
         /// The tensor.
         name: String,
     },
+    /// The JIT could not compile the kernel of a block type (Cranelift failed, or
+    /// the host cannot run JIT code).
+    #[error("backend jit cannot compile GGUF type {ty} (tensor {name}): {source}")]
+    Jit {
+        /// The tensor's type.
+        ty: super::GgmlType,
+        /// The tensor.
+        name: String,
+        /// The JIT's reason (boxed: it keeps the error small).
+        source: Box<dq_jit::JitError>,
+    },
     /// An output buffer whose length is not the tensor's element count.
     #[error("tensor {name}: output holds {got} elements, the tensor has {expected}")]
     OutputLength {

@@ -1,0 +1,93 @@
+//! Single-thread speed of every GGUF block type, 16M elements to f32: the
+//! generated block driver, the JIT block kernel, and a memcpy of the same bytes
+//! (block bytes + f32 bytes), in one run. GB/s = (block bytes + f32 bytes) / median.
+//!
+//! `cargo run --release -p dq-jit --example block_speed [ELEMENTS] [REPS]`
+
+use std::time::Instant;
+
+use dq_runtime::block::gguf;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn time(reps: usize, mut f: impl FnMut()) -> f64 {
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let elems: usize = args
+        .next()
+        .map_or(1 << 24, |a| a.parse().expect("ELEMENTS"));
+    let reps: usize = args.next().map_or(15, |a| a.parse().expect("REPS"));
+    println!("| type | generated GB/s | JIT GB/s | JIT / generated | memcpy GB/s |");
+    println!("|---|---:|---:|---:|---:|");
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for gk in gguf::kernels() {
+        let blocks = elems / gk.block_elems;
+        let n = blocks * gk.block_elems;
+        let mut bytes: Vec<u8> = (0..blocks * gk.block_bytes)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        // Finite f16 parameters (d, dmin at their declared places): ordinary values.
+        if let Some(d) = gk.decl {
+            for b in bytes.chunks_exact_mut(gk.block_bytes) {
+                for p in d.params {
+                    if let dq_runtime::block::ParamNode::F16(at) = *p {
+                        b[at..at + 2].copy_from_slice(&0x2E66u16.to_le_bytes());
+                    }
+                }
+            }
+        }
+        let mut out = vec![0f32; n];
+        let k = dq_jit::block::kernel(gk.name).expect("compiles");
+        let total = (bytes.len() + 4 * n) as f64;
+        let mut src = vec![0u8; total as usize / 2];
+        src.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8);
+        let mut dst = vec![0u8; src.len()];
+        // Warm-up (the generated kernel races its two forms on its first calls).
+        for _ in 0..4 {
+            gk.run(&bytes, &mut out).unwrap();
+        }
+        let want = out.clone();
+        k.run(&bytes, &mut out).unwrap();
+        assert!(
+            want.iter()
+                .zip(&out)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        // Interleaved: each repetition times all three, so drift hits them alike.
+        let (mut tg, mut tj, mut tm) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            tg.push(time(1, || gk.run(&bytes, &mut out).unwrap()));
+            tj.push(time(1, || k.run(&bytes, &mut out).unwrap()));
+            tm.push(time(1, || dst.copy_from_slice(std::hint::black_box(&src))));
+        }
+        let (g, j, m) = (median(tg), median(tj), median(tm));
+        let gb = |t: f64| total / t / 1e9;
+        println!(
+            "| {} | {:.1} | {:.1} | {:.2} | {:.1} |",
+            gk.name,
+            gb(g),
+            gb(j),
+            g / j,
+            gb(m)
+        );
+    }
+}

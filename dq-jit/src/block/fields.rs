@@ -1,0 +1,166 @@
+//! An element's integer, `offset + sum(field << at)`, for a chunk of 8 or 16
+//! consecutive elements of a block at once, in I8X16 byte lanes, biased by 128
+//! (every declared GGUF type's integer fits a signed byte; [`range`] proves it per
+//! declaration before lowering), then spread into F32X4 as exact floats.
+//!
+//! Where each lane's bits sit (byte and shift) is known at compile time. A field's
+//! bytes for a chunk are one 16-byte window of the block, put in lane order by one
+//! byte shuffle (none when already in order); its bits are shifted down and masked
+//! (one-bit fields at per-lane positions: a lane mask and a compare). Bytes too
+//! far apart for a window are gathered lane by lane.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use dq_runtime::block::{BlockDecl, Field};
+
+use super::lower::{Emit, dot};
+use super::{lanes, mem};
+
+/// The least and greatest integer `d`'s fields and offset can assemble.
+pub(super) fn range(d: &BlockDecl) -> (i64, i64) {
+    let (mut lo, mut hi) = (i64::from(d.offset), i64::from(d.offset));
+    for f in d.fields {
+        let (a, b) = match (f.lut, f.signed) {
+            (Some(t), _) => (
+                t.iter().map(|&x| i64::from(x)).min().unwrap_or(0),
+                t.iter().map(|&x| i64::from(x)).max().unwrap_or(0),
+            ),
+            (None, true) => (-(1i64 << (f.bits - 1)), (1i64 << (f.bits - 1)) - 1),
+            (None, false) => (0, (1i64 << f.bits) - 1),
+        };
+        lo += a << f.at;
+        hi += b << f.at;
+    }
+    (lo, hi)
+}
+
+/// Byte and bit shift of field `f` for element `e` of a block of `d`.
+fn position(d: &BlockDecl, f: &Field, e: usize) -> (usize, usize) {
+    let n = d.digits.len();
+    let (r, l) = (e / d.inner(), e % d.inner());
+    let byte = f.byte + dot(d.digits, |k| f.byte_stride[k], r) + l * f.byte_stride[n - 1];
+    let shift = usize::from(f.shift)
+        + dot(d.digits, |k| usize::from(f.shift_stride[k]), r)
+        + l * usize::from(f.shift_stride[n - 1]);
+    (byte, shift)
+}
+
+/// `2^23 + 128` as f32: a biased byte `u` in the mantissa of 2^23 minus it is
+/// `u - 128`, exactly.
+const MAGIC_128: f32 = 8_388_736.0;
+
+impl Emit<'_> {
+    /// The integers of elements `e0..e0 + width` of the block at `blk`, plus 128,
+    /// in the low `width` byte lanes of an I8X16 (the others hold garbage).
+    pub(super) fn assemble(&mut self, d: &BlockDecl, blk: Value, e0: usize, width: usize) -> Value {
+        let mut q = None;
+        for f in d.fields {
+            let pos: Vec<(usize, usize)> = (e0..e0 + width).map(|e| position(d, f, e)).collect();
+            let v = self.field(d, f, blk, &pos);
+            let v = self.vshl(v, i64::from(f.at));
+            q = Some(match q {
+                None => v,
+                Some(q) => self.b.ins().iadd(q, v),
+            });
+        }
+        let k = self.splat_c(types::I8X16, u64::from((d.offset + 128) as u8));
+        match q {
+            Some(q) => self.b.ins().iadd(q, k),
+            None => k,
+        }
+    }
+
+    /// Byte lanes `4j..4j + 4` of `qb` (biased integers) as the F32X4 of their
+    /// integers: each byte shuffled into the low byte of a lane of zeros, or'ed
+    /// into the mantissa of 2^23, minus 2^23 + 128 (exact).
+    pub(super) fn spread(&mut self, qb: Value, j: usize) -> Value {
+        let idx: Vec<u8> = (0..16)
+            .map(|i| {
+                if i % 4 == 0 {
+                    (4 * j + i / 4) as u8
+                } else {
+                    0x80
+                }
+            })
+            .collect();
+        let x = self.shuffle_bytes(qb, idx);
+        let x = self.b.ins().bitcast(types::I32X4, lanes(), x);
+        let magic = self.splat_c(types::I32X4, 0x4B00_0000);
+        let x = self.b.ins().bor(x, magic);
+        let x = self.b.ins().bitcast(types::F32X4, lanes(), x);
+        let bias = self.splat_c(types::F32X4, u64::from(MAGIC_128.to_bits()));
+        self.b.ins().fsub(x, bias)
+    }
+
+    /// Field `f`'s value (bits, sign-extended or looked up) for lanes at byte and
+    /// shift `pos`, in I8X16 byte lanes.
+    fn field(&mut self, d: &BlockDecl, f: &Field, blk: Value, pos: &[(usize, usize)]) -> Value {
+        let bits = usize::from(f.bits);
+        let lo = pos.iter().map(|p| p.0).min().expect("a chunk has lanes");
+        let hi = pos.iter().map(|p| p.0).max().expect("a chunk has lanes");
+        let same_shift = pos.iter().all(|p| p.1 == pos[0].1);
+        let v = if hi - lo < 16 && d.block_bytes >= 16 && (same_shift || bits == 1) {
+            // A window of 16 bytes inside the block (`BlockDecl::check`: every lane's
+            // byte is in the block) that holds every lane's byte.
+            let s = lo.min(d.block_bytes - 16);
+            let w = self.b.ins().load(types::I8X16, mem(), blk, s as i32);
+            let idx: Vec<u8> = (0..16)
+                .map(|l| pos.get(l).map_or(0x80, |p| (p.0 - s) as u8))
+                .collect();
+            let in_order = pos.iter().enumerate().all(|(l, p)| p.0 - s == l);
+            let v = if in_order {
+                w
+            } else {
+                self.shuffle_bytes(w, idx)
+            };
+            if same_shift {
+                self.bits_of(v, pos[0].1, bits)
+            } else {
+                // One bit a lane, each at its own position: test it.
+                let sel: Vec<u8> = (0..16)
+                    .map(|l| pos.get(l).map_or(0, |p| 1u8 << p.1))
+                    .collect();
+                let sel = self.vconst_bytes(types::I8X16, sel);
+                let hit = self.b.ins().band(v, sel);
+                let zero = self.splat_c(types::I8X16, 0);
+                let set = self.b.ins().icmp(IntCC::NotEqual, hit, zero);
+                let one = self.splat_c(types::I8X16, 1);
+                self.b.ins().band(set, one)
+            }
+        } else {
+            // Lane by lane: any positions a declaration allows.
+            let mask = (1i64 << bits) - 1;
+            let mut v = self.splat_c(types::I8X16, 0);
+            for (l, &(byte, shift)) in pos.iter().enumerate() {
+                let x = self.b.ins().uload8(types::I32, mem(), blk, byte as i32);
+                let x = self.b.ins().ushr_imm_s(x, shift as i64);
+                let x = self.b.ins().band_imm_s(x, mask);
+                let x = self.b.ins().ireduce(types::I8, x);
+                v = self.b.ins().insertlane(v, x, l as u8);
+            }
+            v
+        };
+        match (f.lut, f.signed) {
+            (Some(t), _) => {
+                let table = self.vconst_bytes(types::I8X16, t.iter().map(|&x| x as u8).collect());
+                self.lookup(table, v)
+            }
+            (None, true) if bits < 8 => {
+                let up = self.vshl(v, 8 - bits as i64);
+                self.vsshr(up, 8 - bits as i64)
+            }
+            _ => v,
+        }
+    }
+
+    /// Bits `shift..shift + bits` of every byte lane of `v`.
+    fn bits_of(&mut self, v: Value, shift: usize, bits: usize) -> Value {
+        let v = self.vushr(v, shift as i64);
+        if shift + bits < 8 {
+            let m = self.splat_c(types::I8X16, (1u64 << bits) - 1);
+            self.b.ins().band(v, m)
+        } else {
+            v
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The parameter program as scalar code, once per group of a block: integer nodes
+//! in I32, float nodes in F32, exactly as `dq_runtime::block::params::eval` does.
+//! Nodes that do not depend on the group (the block's f16 `d`, `dmin`, an e8m0
+//! exponent, and what is computed from them alone) are emitted once per block.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use dq_runtime::block::{BlockDecl, ParamNode};
+
+use super::lower::Emit;
+use super::mem;
+
+/// The values of one block's parameter nodes emitted so far, by (node, group);
+/// group-independent nodes are kept under group `None`.
+pub(super) struct Params<'d> {
+    d: &'d BlockDecl,
+    values: HashMap<(usize, Option<usize>), Value>,
+}
+
+impl<'d> Params<'d> {
+    /// No node emitted yet.
+    pub(super) fn new(d: &'d BlockDecl) -> Self {
+        Params {
+            d,
+            values: HashMap::new(),
+        }
+    }
+
+    /// True when node `i` reads the group.
+    fn per_group(&self, i: usize) -> bool {
+        match self.d.params[i] {
+            ParamNode::F16(_) | ParamNode::E8m0Half(_) => false,
+            ParamNode::Byte { .. } | ParamNode::K4ScaleMin { .. } | ParamNode::K3Scale(_) => true,
+            ParamNode::AddInt(a, _) | ParamNode::Float(a) => self.per_group(usize::from(a)),
+            ParamNode::Mul(a, b) => {
+                self.per_group(usize::from(a)) || self.per_group(usize::from(b))
+            }
+        }
+    }
+
+    /// True when float node `i` may be a NaN (not the float of an integer).
+    fn may_nan(&self, i: usize) -> bool {
+        !matches!(self.d.params[i], ParamNode::Float(_))
+    }
+
+    /// Node `i` of group `g` of the block at `blk` (emitting it and its operands
+    /// where not emitted yet).
+    pub(super) fn get(&mut self, e: &mut Emit<'_>, blk: Value, i: usize, g: usize) -> Value {
+        let key = (i, self.per_group(i).then_some(g));
+        if let Some(&v) = self.values.get(&key) {
+            return v;
+        }
+        // `BlockDecl::check`: every byte read below lies in the block (F16 `at + 2`,
+        // Byte `at + stride * (groups - 1)`, the 12 packed-scale bytes).
+        let byte =
+            |e: &mut Emit<'_>, at: usize| e.b.ins().uload8(types::I32, mem(), blk, at as i32);
+        let v = match self.d.params[i] {
+            ParamNode::F16(at) => {
+                let h = e.b.ins().uload16(types::I32, mem(), blk, at as i32);
+                e.f16_to_f32(h)
+            }
+            ParamNode::E8m0Half(at) => {
+                let x = byte(e, at);
+                e.e8m0_half(x)
+            }
+            ParamNode::Byte {
+                at,
+                stride,
+                shift,
+                bits,
+                signed,
+            } => {
+                let x = byte(e, at + stride * g);
+                let x = e.b.ins().ushr_imm_s(x, i64::from(shift));
+                let x = e.b.ins().band_imm_s(x, (1i64 << bits) - 1);
+                if signed {
+                    let up = e.b.ins().ishl_imm_s(x, 32 - i64::from(bits));
+                    e.b.ins().sshr_imm_s(up, 32 - i64::from(bits))
+                } else {
+                    x
+                }
+            }
+            ParamNode::K4ScaleMin { at, min } => {
+                // gguf-py's `get_scale_min` for group `j = g`.
+                let j = g;
+                let lo6 = |e: &mut Emit<'_>, k: usize| {
+                    let x = byte(e, at + k);
+                    e.b.ins().band_imm_s(x, 0x3F)
+                };
+                match (j < 4, min) {
+                    (true, false) => lo6(e, j),
+                    (true, true) => lo6(e, j + 4),
+                    (false, _) => {
+                        let a = byte(e, at + j + 4);
+                        let low = if min {
+                            e.b.ins().ushr_imm_s(a, 4)
+                        } else {
+                            e.b.ins().band_imm_s(a, 0x0F)
+                        };
+                        let hb = byte(e, at + if min { j } else { j - 4 });
+                        let high = e.b.ins().ushr_imm_s(hb, 2);
+                        let high = e.b.ins().band_imm_s(high, 0x30);
+                        e.b.ins().bor(low, high)
+                    }
+                }
+            }
+            ParamNode::K3Scale(at) => {
+                let k = g;
+                let l = byte(e, at + k % 8);
+                let l = e.b.ins().ushr_imm_s(l, 4 * (k / 8) as i64);
+                let l = e.b.ins().band_imm_s(l, 0x0F);
+                let h = byte(e, at + 8 + k % 4);
+                let h = e.b.ins().ushr_imm_s(h, 2 * (k / 4) as i64);
+                let h = e.b.ins().band_imm_s(h, 0x03);
+                let h = e.b.ins().ishl_imm_s(h, 4);
+                e.b.ins().bor(l, h)
+            }
+            ParamNode::AddInt(a, k) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                e.b.ins().iadd_imm_s(x, i64::from(k))
+            }
+            ParamNode::Float(a) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                e.b.ins().fcvt_from_sint(types::F32, x)
+            }
+            ParamNode::Mul(a, b) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                let z = self.get(e, blk, usize::from(b), g);
+                let r = e.b.ins().fmul(x, z);
+                if self.may_nan(usize::from(a)) && self.may_nan(usize::from(b)) {
+                    e.first_nan(x, r)
+                } else {
+                    r
+                }
+            }
+        };
+        self.values.insert(key, v);
+        v
+    }
+}
+
+impl Emit<'_> {
+    /// gguf-py's `e8m0_to_fp32_half` of the byte `e` (I32): `2^(e - 128)` from bits.
+    fn e8m0_half(&mut self, e: Value) -> Value {
+        let small = self.b.ins().iconst(types::I32, 0x0020_0000);
+        let low = self.b.ins().band_imm_s(e, 1);
+        let small = self.b.ins().ishl(small, low);
+        let big = self.b.ins().iadd_imm_s(e, -1);
+        let big = self.b.ins().ishl_imm_s(big, 23);
+        let lt2 = self.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, e, 2);
+        let bits = self.b.ins().select(lt2, small, big);
+        self.b.ins().bitcast(types::F32, super::lanes(), bits)
+    }
+}
