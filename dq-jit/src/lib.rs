@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Custom formulas (the IR `#[dequant_kernel]` emits) get their own JIT with
-//! [`for_formula`].
+//! [`for_formula`]. GGUF block types (their `dq_runtime::block` declarations) get
+//! one kernel each, compiled on first use and kept: [`block::kernel`].
 #![deny(missing_docs)]
 
 pub mod block;
