@@ -42,7 +42,8 @@ fn position(d: &BlockDecl, f: &Field, e: usize) -> (usize, usize) {
     let shift = usize::from(f.shift)
         + dot(d.digits, |k| usize::from(f.shift_stride[k]), r)
         + l * usize::from(f.shift_stride[n - 1]);
-    (byte, shift)
+    // A shift past the first byte is a later byte (`Field`: bits never cross one).
+    (byte + shift / 8, shift % 8)
 }
 
 /// `2^23 + 128` as f32: a biased byte `u` in the mantissa of 2^23 minus it is

@@ -35,9 +35,11 @@ pub struct BlockDecl {
     pub formula: BlockFormula,
 }
 
-/// A strided bit field of the block's bytes: for digits `d`, bits
-/// `shift + sum(d * shift_stride)` (and `bits` up) of byte
-/// `byte + sum(d * byte_stride)`, never crossing a byte.
+/// A strided bit field of the block's bytes: for digits `d`, `bits` bits from bit
+/// `shift + sum(d * shift_stride)` of the little-endian bytes at
+/// `byte + sum(d * byte_stride)`. One element's bits never cross a byte, but the
+/// shift may run past 8 into later bytes (at most 32 bits from the field's byte):
+/// Q5_0's fifth bits are the bits of one 32-bit `qh`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
     /// The byte of digit 0.
@@ -188,6 +190,19 @@ pub const MAX_PARAMS: usize = 2;
 pub const MAX_NODES: usize = 12;
 
 impl Field {
+    /// True when some element's bits lie past the field's first byte (see
+    /// [`Field`]), for a declaration of radices `digits`: its bits are read from
+    /// a 32-bit window.
+    pub const fn wide(&self, digits: &[usize]) -> bool {
+        let mut shift = self.shift as usize;
+        let mut k = 0;
+        while k < digits.len() && k < self.shift_stride.len() {
+            shift += (digits[k] - 1) * self.shift_stride[k] as usize;
+            k += 1;
+        }
+        shift + self.bits as usize > 8
+    }
+
     const fn check(&self, digits: &[usize], block_bytes: usize) -> Result<(), &'static str> {
         let n = digits.len();
         if self.byte_stride.len() != n || self.shift_stride.len() != n {
@@ -203,8 +218,26 @@ impl Field {
             shift += (digits[k] - 1) * self.shift_stride[k] as usize;
             k += 1;
         }
-        if byte >= block_bytes || shift + self.bits as usize > 8 {
-            return Err("field outside the block or its byte");
+        if byte >= block_bytes || shift + self.bits as usize > 32 {
+            return Err("field outside the block or its 32 bits");
+        }
+        if shift + self.bits as usize > 8 {
+            // Past the first byte: whole bytes of the window inside the block, and
+            // no element's bits across a byte (bits 1, 2, 4 or 8 at aligned shifts).
+            let last = byte + (shift + self.bits as usize - 1) / 8;
+            if last >= block_bytes || !8usize.is_multiple_of(self.bits as usize) {
+                return Err("field outside the block or across a byte");
+            }
+            let mut k = 0;
+            while k < n {
+                if self.shift_stride[k] % self.bits != 0 || self.byte_stride[n - 1] != 0 {
+                    return Err("field across a byte");
+                }
+                k += 1;
+            }
+            if self.shift % self.bits != 0 {
+                return Err("field across a byte");
+            }
         }
         Ok(())
     }

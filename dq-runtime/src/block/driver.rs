@@ -91,12 +91,22 @@ fn fused_run<D: Block>(block: &[u8], r: usize, p: &[f32; MAX_PARAMS], out: &mut 
         base[k] = f.byte + dot(d.digits, f.byte_stride, r);
         shift[k] = usize::from(f.shift) + dot_u8(d.digits, f.shift_stride, r);
     }
+    let mut wide = [0u32; MAX_FIELDS];
+    for (k, f) in d.fields.iter().enumerate() {
+        if f.wide(d.digits) {
+            wide[k] = window(block, base[k]);
+        }
+    }
     for (l, y) in out.iter_mut().enumerate() {
         let mut q = d.offset;
         for (k, f) in d.fields.iter().enumerate() {
             let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
-            let v = i32::from(block[base[k] + l * bs]) >> (shift[k] + l * ss) & ((1 << f.bits) - 1);
-            q += field_value(f, v) << f.at;
+            let v = if f.wide(d.digits) {
+                (wide[k] >> (shift[k] + l * ss)) as i32
+            } else {
+                i32::from(block[base[k] + l * bs]) >> (shift[k] + l * ss)
+            };
+            q += field_value(f, v & ((1 << f.bits) - 1)) << f.at;
         }
         *y = value::<D>(q, p);
     }
@@ -141,13 +151,31 @@ fn assemble<D: Block>(block: &[u8], r: usize, q: &mut [i32]) {
         let byte = f.byte + dot(d.digits, f.byte_stride, r);
         let shift = usize::from(f.shift) + dot_u8(d.digits, f.shift_stride, r);
         let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
-        let src = &block[byte..=byte + (q.len() - 1) * bs];
         let mask = (1i32 << f.bits) - 1;
+        if f.wide(d.digits) {
+            // Bits past the first byte: one 32-bit window for the run (no byte stride).
+            let w = window(block, byte);
+            for (l, q) in q.iter_mut().enumerate() {
+                let v = (w >> (shift + l * ss)) as i32 & mask;
+                *q += field_value(f, v) << f.at;
+            }
+            continue;
+        }
+        let src = &block[byte..=byte + (q.len() - 1) * bs];
         for (l, q) in q.iter_mut().enumerate() {
             let v = i32::from(src[l * bs]) >> (shift + l * ss) & mask;
             *q += field_value(f, v) << f.at;
         }
     }
+}
+
+/// The little-endian 32 bits at `byte` of `block` (zeros past its end).
+#[inline(always)]
+fn window(block: &[u8], byte: usize) -> u32 {
+    let mut w = [0u8; 4];
+    let bytes = &block[byte..block.len().min(byte + 4)];
+    w[..bytes.len()].copy_from_slice(bytes);
+    u32::from_le_bytes(w)
 }
 
 #[inline(always)]

@@ -79,19 +79,19 @@ pub const Q4_1: BlockDecl = BlockDecl {
     ..Q4_0
 };
 
-/// Q5_0: `d * ((ql | qh << 4) - 16)`; element `16 h + 8 a + b`: nibble `h` of byte
-/// `6 + 8 a + b`, fifth bit `b` of `qh` byte `2 + 2 h + a`.
+/// Q5_0: `d * ((ql | qh << 4) - 16)`; element `16 h + l`: nibble `h` of byte
+/// `6 + l`, fifth bit `16 h + l` of the 32-bit `qh` at byte 2.
 pub const Q5_0: BlockDecl = BlockDecl {
     name: "Q5_0",
     block_bytes: 22,
     block_elems: 32,
-    digits: &[2, 2, 8],
+    digits: &[2, 16],
     fields: &[
-        field(6, &[0, 8, 1], &[4, 0, 0], 4, 0),
-        field(2, &[2, 1, 0], &[0, 0, 1], 1, 4),
+        field(6, &[0, 1], &[4, 0], 4, 0),
+        field(2, &[0, 0], &[16, 1], 1, 4),
     ],
     offset: -16,
-    group: &[0, 0, 0],
+    group: &[0, 0],
     groups: 1,
     params: &[P::F16(0)],
     outputs: &[0],
@@ -103,8 +103,8 @@ pub const Q5_1: BlockDecl = BlockDecl {
     name: "Q5_1",
     block_bytes: 24,
     fields: &[
-        field(8, &[0, 8, 1], &[4, 0, 0], 4, 0),
-        field(4, &[2, 1, 0], &[0, 0, 1], 1, 4),
+        field(8, &[0, 1], &[4, 0], 4, 0),
+        field(4, &[0, 0], &[16, 1], 1, 4),
     ],
     offset: 0,
     params: &[P::F16(0), P::F16(2)],
