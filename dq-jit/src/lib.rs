@@ -23,6 +23,7 @@
 mod cache;
 mod compile;
 mod error;
+mod linear;
 mod spec;
 mod stream;
 mod translate;
@@ -40,6 +41,10 @@ use dq_runtime::{
 pub use cache::{CompiledKernel, Kernel};
 pub use compile::KernelFn;
 pub use error::{FormulaProblem, JitError, Stage};
+pub use linear::{
+    CHUNK, LinearJit, LinearJitError, LinearKernel, LinearStats, Shape, TILE_ROWS, TILE_WORDS,
+    linear,
+};
 pub use spec::Spec;
 
 /// Kernels a JIT keeps before evicting the least recently used one.
