@@ -237,7 +237,8 @@ fn layout(rng: &mut Rng, packing: Packing, w: usize, rows: usize, cols: usize) -
 fn random_case(rng: &mut Rng) -> Case {
     let bits = if rng.one_in(3) { 8 } else { 4 };
     let w = 32 / bits as usize;
-    let n = 1 + rng.below(if rng.one_in(4) { 140 } else { 40 }) as usize;
+    let big = rng.one_in(4);
+    let n = 1 + rng.below(if big { 140 } else { 40 }) as usize;
     let k = match rng.below(4) {
         0 => 1 + rng.below(40) as usize,
         1 => 1024 + rng.below(1200) as usize,
