@@ -396,3 +396,45 @@ fn has_pshufb(isa: &cranelift_codegen::isa::OwnedTargetIsa) -> bool {
     };
     isa.name() == "x64" && flag("has_ssse3") && flag("has_sse41")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dq_runtime::linear::Scales;
+
+    /// The CLIF of one tiny linear shape (4-bit along K, no zero points, f32
+    /// scales, bf16 out), so changes in emitted code show in review.
+    /// `DQ_BLESS=1 cargo test -p dq-jit` rewrites `tests/linear_tiny.clif`.
+    #[test]
+    fn clif_of_a_tiny_linear() {
+        let (word, scale) = ([0u8; 4], [0u8; 4]);
+        let weights = Packed {
+            words: &word,
+            bits: 4,
+            packing: Packing::Inner,
+            row_stride: 1,
+            col_stride: 1,
+            offset: -8,
+        };
+        let scales = Scales {
+            bytes: &scale,
+            dtype: ScaleType::F32,
+            row_stride: 1,
+            col_stride: 1,
+        };
+        let l = Linear::new(1, 8, 1, weights, None, scales, Groups::Size(8)).unwrap();
+        let jit = LinearJit::new();
+        jit.verify(&l, DType::BF16).unwrap();
+        let text = jit.clif(&l, DType::BF16).unwrap();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/linear_tiny.clif");
+        if std::env::var_os("DQ_BLESS").is_some() {
+            std::fs::write(path, &text).unwrap();
+        }
+        let want =
+            std::fs::read_to_string(path).expect("tests/linear_tiny.clif (DQ_BLESS=1 writes it)");
+        assert_eq!(
+            text, want,
+            "emitted CLIF changed: review, then rerun with DQ_BLESS=1"
+        );
+    }
+}
