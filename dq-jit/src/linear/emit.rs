@@ -71,7 +71,7 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
     let k0 = field(&mut b, std::mem::offset_of!(Args, k0));
     let k1 = field(&mut b, std::mem::offset_of!(Args, k1));
     let first = field(&mut b, std::mem::offset_of!(Args, first));
-    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4));
+    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64 * 8, 4));
     let slot = b.ins().stack_addr(types::I64, slot, 0);
     let mut e = Emit {
         b,
@@ -83,7 +83,12 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
         k1,
         first,
     };
-    e.rows(n0, n1, k0);
+    if e.by_columns() {
+        e.columns(n0, n1, k0);
+    } else {
+        e.rows(n0, n1, k0);
+    }
+    e.b.ins().return_(&[]);
     e.b.seal_all_blocks();
     e.b.finalize(isa.frontend_config());
     func
@@ -117,7 +122,8 @@ struct Emit<'a, 'f> {
     entry: Block,
     consts: HashMap<(Type, [u8; 16]), Value>,
     p: Ptrs,
-    /// A 64-byte stack slot: the current group's 16 outputs.
+    /// A stack slot of 8 x 64 bytes: per row of a word column, the current
+    /// group's 16 outputs as low and high byte tables (32 bytes) and as u16 (32).
     slot: Value,
     k1: Value,
     first: Value,
@@ -527,7 +533,6 @@ impl Emit<'_, '_> {
         self.b.def_var(n, nn);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
-        self.b.ins().return_(&[]);
     }
 
     fn row_bases(&mut self, n: Value) -> Row {
@@ -676,7 +681,7 @@ impl Emit<'_, '_> {
             let c = self.b.ins().uextend(types::I64, c);
             let c = self.b.ins().ishl_imm_s(c, 1);
             let ta = self.b.ins().iadd(self.slot, c);
-            let v = self.b.ins().load(types::I16, mem(), ta, 0);
+            let v = self.b.ins().load(types::I16, mem(), ta, 32);
             self.b.ins().store(mem(), v, a, 0);
         } else {
             let d = self.b.ins().isub(c, z);
@@ -692,6 +697,12 @@ impl Emit<'_, '_> {
     /// The group's 16 outputs (fields 0..16) by the formula, stored to the slot as
     /// u16; returns the tables of their low and high bytes (I8X16).
     fn table(&mut self, z: Value, s: Value) -> (Value, Value) {
+        self.table_at(z, s, 0)
+    }
+
+    /// [`table`](Self::table) into the slot's part `at` (bytes): the byte tables
+    /// at `at`, the u16 outputs at `at + 32`.
+    fn table_at(&mut self, z: Value, s: Value, at: i32) -> (Value, Value) {
         let zv = self.b.ins().splat(types::I32X4, z);
         let sv = self.b.ins().splat(types::F32X4, s);
         let mut ys = Vec::new();
@@ -707,12 +718,14 @@ impl Emit<'_, '_> {
         let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
         let e0 = self.b.ins().unarrow(h[0], h[1]);
         let e1 = self.b.ins().unarrow(h[2], h[3]);
-        self.b.ins().store(mem(), e0, self.slot, 0);
-        self.b.ins().store(mem(), e1, self.slot, 16);
+        self.b.ins().store(mem(), e0, self.slot, at + 32);
+        self.b.ins().store(mem(), e1, self.slot, at + 48);
         let e0 = self.b.ins().bitcast(types::I8X16, lanes(), e0);
         let e1 = self.b.ins().bitcast(types::I8X16, lanes(), e1);
         let lo = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8));
         let hi = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8 + 1));
+        self.b.ins().store(mem(), lo, self.slot, at);
+        self.b.ins().store(mem(), hi, self.slot, at + 16);
         (lo, hi)
     }
 
@@ -843,5 +856,193 @@ impl Emit<'_, '_> {
         let o = self.mul_c(k, self.osz());
         let oa = self.b.ins().iadd(row.out, o);
         self.store4(&ys, oa);
+    }
+    // ---- word columns (4-bit along N into 16-bit outputs) -------------------------
+
+    /// True when rows are done a word column at a time: 4-bit fields along N (AWQ)
+    /// into f16/bf16 by table, groups by size.
+    fn by_columns(&self) -> bool {
+        let q = self.s.weights;
+        matches!(q.packing, Packing::Outer { .. })
+            && q.bits == 4
+            && self.s.out != DType::F32
+            && matches!(self.s.groups, GroupMode::Size(_))
+    }
+
+    /// Rows `n0..n1` by word columns: the columns wholly inside by [`column`]
+    /// (Self::column), the partial ones at the ends row by row.
+    fn columns(&mut self, n0: Value, n1: Value, k0: Value) {
+        let w = 8usize;
+        let c0 = self.div_c(n0, w);
+        let c = self.var(types::I64, c0);
+        let last = self.b.ins().iadd_imm_s(n1, w as i64 - 1);
+        let c1 = self.div_c(last, w);
+        let (head, body, whole, part, next, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let cv = self.b.use_var(c);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, cv, c1);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        let nb = self.mul_c(cv, w);
+        let rs = self.b.ins().umax(nb, n0);
+        let ne = self.b.ins().iadd_imm_s(nb, w as i64);
+        let re = self.b.ins().umin(ne, n1);
+        let len = self.b.ins().isub(re, rs);
+        let full = self.b.ins().icmp_imm_s(IntCC::Equal, len, w as i64);
+        self.b.ins().brif(full, whole, &[], part, &[]);
+        self.b.switch_to_block(whole);
+        self.column(nb, k0);
+        self.b.ins().jump(next, &[]);
+        self.b.switch_to_block(part);
+        self.rows(rs, re, k0);
+        self.b.ins().jump(next, &[]);
+        self.b.switch_to_block(next);
+        let cn = self.b.ins().iadd_imm_s(cv, 1);
+        self.b.def_var(c, cn);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// The 8 rows from `nb` (a multiple of 8, all inside the rows asked for):
+    /// each word is loaded once for its 8 fields, each a row of outputs.
+    fn column(&mut self, nb: Value, k0: Value) {
+        let Packing::Outer { order } = self.s.weights.packing else {
+            unreachable!("columns are of words along N")
+        };
+        let GroupMode::Size(gs) = self.s.groups else {
+            unreachable!("columns have groups by size")
+        };
+        let q = self.s.weights;
+        let w = 8usize;
+        let row_bytes = self.s.k * 2;
+        let rel = self.b.ins().isub(nb, self.first);
+        let o = self.mul_c(rel, row_bytes);
+        let out = self.b.ins().iadd(self.p.out, o);
+        let cw = self.div_c(nb, w);
+        let off = self.mul_c(cw, 4 * q.row_stride);
+        let words = self.b.ins().iadd(self.p.words, off);
+        // Row j of the column: output offset j * K (bytes, as an immediate where it fits).
+        let row_off = |j: usize| i32::try_from(j * row_bytes).ok();
+        let k = self.var(types::I64, k0);
+        let (head, body, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let kv = self.b.use_var(k);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, self.k1);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        let g = self.div_c(kv, gs);
+        let g1 = self.b.ins().iadd_imm_s(g, 1);
+        let end = self.mul_c(g1, gs);
+        let end = self.b.ins().umin(end, self.k1);
+        for j in 0..w {
+            let n = self.b.ins().iadd_imm_s(nb, j as i64);
+            let z = self.zeff(n, g);
+            let s = self.scale(n, g);
+            self.table_at(z, s, 64 * j as i32);
+        }
+        // 16 inputs a step.
+        let (vhead, vbody, tail) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(vhead, &[]);
+        self.b.switch_to_block(vhead);
+        let kv = self.b.use_var(k);
+        let ke = self.b.ins().iadd_imm_s(kv, 16);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+        self.b.ins().brif(fits, vbody, &[], tail, &[]);
+        self.b.switch_to_block(vbody);
+        let a = self.strided(words, kv, 4 * q.col_stride);
+        let v = self.gather(a, 16, 4 * q.col_stride);
+        let v: Vec<Value> = v
+            .into_iter()
+            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
+            .collect();
+        let o = self.b.ins().ishl_imm_s(kv, 1);
+        let oa = self.b.ins().iadd(out, o);
+        // Byte b of the 16 words (fields 2b and 2b + 1), then the two nibbles.
+        let mut nibbles = [None; 8];
+        for b in 0..4u8 {
+            let pick: [u8; 16] = std::array::from_fn(|i| if i < 8 { b + 4 * i as u8 } else { 0 });
+            let x01 = self.shuffle(v[0], v[1], pick);
+            let x23 = self.shuffle(v[2], v[3], pick);
+            let qdq: [u8; 16] = std::array::from_fn(|i| if i < 8 { i as u8 } else { i as u8 + 8 });
+            let x = self.shuffle(x01, x23, qdq);
+            let lo = self.and_c8(x);
+            let x32 = self.b.ins().bitcast(types::I32X4, lanes(), x);
+            let hi = self.ushr(x32, 4);
+            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+            let hi = self.and_c8(hi);
+            nibbles[2 * b as usize] = Some(lo);
+            nibbles[2 * b as usize + 1] = Some(hi);
+        }
+        for j in 0..w {
+            let c = nibbles[usize::from(order[j])].expect("every field");
+            let tl = self.b.ins().load(types::I8X16, mem(), self.slot, 64 * j as i32);
+            let th = self.b.ins().load(types::I8X16, mem(), self.slot, 64 * j as i32 + 16);
+            match row_off(j) {
+                Some(ro) => self.lookup16((tl, th), c, oa, ro),
+                None => {
+                    let ro = self.i64c((j * row_bytes) as i64);
+                    let ra = self.b.ins().iadd(oa, ro);
+                    self.lookup16((tl, th), c, ra, 0);
+                }
+            }
+        }
+        self.b.def_var(k, ke);
+        self.b.ins().jump(vhead, &[]);
+        // The rest one input at a time: one word, 8 rows.
+        self.b.switch_to_block(tail);
+        let (thead, tbody, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(thead, &[]);
+        self.b.switch_to_block(thead);
+        let kv = self.b.use_var(k);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, end);
+        self.b.ins().brif(more, tbody, &[], done, &[]);
+        self.b.switch_to_block(tbody);
+        let word = self.word_at(words, kv, 4 * q.col_stride);
+        let o = self.b.ins().ishl_imm_s(kv, 1);
+        let oa = self.b.ins().iadd(out, o);
+        for (j, &f) in order.iter().enumerate() {
+            let sh = self.i32c(4 * i64::from(f));
+            let c = self.field(word, sh, 4);
+            let c = self.b.ins().uextend(types::I64, c);
+            let c = self.b.ins().ishl_imm_s(c, 1);
+            let ta = self.b.ins().iadd(self.slot, c);
+            let y = self.b.ins().load(types::I16, mem(), ta, 64 * j as i32 + 32);
+            let ro = self.i64c((j * row_bytes) as i64);
+            let ra = self.b.ins().iadd(oa, ro);
+            self.b.ins().store(mem(), y, ra, 0);
+        }
+        let kn = self.b.ins().iadd_imm_s(kv, 1);
+        self.b.def_var(k, kn);
+        self.b.ins().jump(thead, &[]);
+        self.b.switch_to_block(done);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// `x & 0x0f` in every byte.
+    fn and_c8(&mut self, x: Value) -> Value {
+        let m = self.vconst_bytes(types::I8X16, [0x0f; 16]);
+        self.b.ins().band(x, m)
     }
 }
