@@ -748,6 +748,12 @@ impl Emit<'_, '_> {
 
     /// Load `count` words `stride` bytes apart from `a` into I32X4 vectors.
     fn gather(&mut self, a: Value, count: usize, stride: usize) -> Vec<Value> {
+        if stride == 4 && count % 4 == 0 {
+            // Adjacent words (compressed-tensors' rows): whole vectors, the same bytes.
+            return (0..count / 4)
+                .map(|i| self.b.ins().load(types::I32X4, mem(), a, 16 * i as i32))
+                .collect();
+        }
         let fits = i32::try_from(stride * count).is_ok();
         let mut out = Vec::new();
         let mut v = None;
