@@ -599,7 +599,8 @@ fn library_dequantize_is_exact_for_any_thread_count() {
         assert!(matches!(err, Err(HfError::OutputLength { .. })), "{err:?}");
         for threads in [1, 2, 3] {
             let mut out = vec![0f32; bits.len()];
-            l.dequantize(&mut out, &opts(Backend::Jit, threads)).unwrap();
+            l.dequantize(&mut out, &opts(Backend::Jit, threads))
+                .unwrap();
             let got: Vec<u32> = out.iter().map(|y| y.to_bits()).collect();
             assert_eq!(got, bits, "{prefix} jit {threads} threads");
         }

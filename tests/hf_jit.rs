@@ -215,12 +215,22 @@ fn order(rng: &mut Rng, w: usize) -> [u8; 8] {
 /// Word strides (row, column) for `rows x cols` fields packed `packing`: column
 /// major (GPTQ, AWQ), row major (compressed-tensors), or either with padding.
 /// Returns the strides and the number of words.
-fn layout(rng: &mut Rng, packing: Packing, w: usize, rows: usize, cols: usize) -> ((usize, usize), usize) {
+fn layout(
+    rng: &mut Rng,
+    packing: Packing,
+    w: usize,
+    rows: usize,
+    cols: usize,
+) -> ((usize, usize), usize) {
     let (r, c) = match packing {
         Packing::Inner => (rows, cols.div_ceil(w)),
         Packing::Outer { .. } => (rows.div_ceil(w), cols),
     };
-    let pad = if rng.one_in(4) { 1 + rng.below(3) as usize } else { 0 };
+    let pad = if rng.one_in(4) {
+        1 + rng.below(3) as usize
+    } else {
+        0
+    };
     let strides = if rng.one_in(2) {
         (1, r + pad)
     } else {
@@ -348,7 +358,12 @@ fn check_random(seed: u64) {
             case.scale,
         );
         let got = jit(&l, rows.clone());
-        assert_bits(&got, &generated(&l, rows.clone()), k, &format!("{what} vs generated"));
+        assert_bits(
+            &got,
+            &generated(&l, rows.clone()),
+            k,
+            &format!("{what} vs generated"),
+        );
         let values: Vec<u32> = rows
             .clone()
             .flat_map(|r| (0..k).map(move |c| (r, c)))
@@ -387,7 +402,11 @@ fn functions_are_compiled_once_per_shape_and_verified() {
     assert_eq!((s.compiled, s.reused, s.kernels), (1, 1, 1));
     let mut f = vec![0f32; l.n() * l.k()];
     jit.run(&l, 0..l.n(), &mut f).unwrap();
-    assert_eq!(jit.stats().compiled, 2, "another output type, another function");
+    assert_eq!(
+        jit.stats().compiled,
+        2,
+        "another output type, another function"
+    );
     for seed in 0..24 {
         let c = random_case(&mut Rng::new(seed));
         for t in [dq::DType::F32, dq::DType::F16, dq::DType::BF16] {

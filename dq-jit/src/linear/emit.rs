@@ -56,9 +56,8 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     let args = b.block_params(entry)[0];
-    let field = |b: &mut FunctionBuilder<'_>, off: usize| {
-        b.ins().load(types::I64, mem(), args, off as i32)
-    };
+    let field =
+        |b: &mut FunctionBuilder<'_>, off: usize| b.ins().load(types::I64, mem(), args, off as i32);
     let p = Ptrs {
         words: field(&mut b, std::mem::offset_of!(Args, words)),
         zeros: field(&mut b, std::mem::offset_of!(Args, zeros)),
@@ -71,7 +70,8 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
     let k0 = field(&mut b, std::mem::offset_of!(Args, k0));
     let k1 = field(&mut b, std::mem::offset_of!(Args, k1));
     let first = field(&mut b, std::mem::offset_of!(Args, first));
-    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64 * 8, 4));
+    let slot =
+        b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64 * 8, 4));
     let slot = b.ins().stack_addr(types::I64, slot, 0);
     let mut e = Emit {
         b,
@@ -175,7 +175,11 @@ impl Emit<'_, '_> {
         }
         let mut pos = FuncCursor::new(self.b.func);
         pos.goto_first_insertion_point(self.entry);
-        let c = pos.func.dfg.constants.insert(ConstantData::from(bytes.to_vec()));
+        let c = pos
+            .func
+            .dfg
+            .constants
+            .insert(ConstantData::from(bytes.to_vec()));
         let v = pos.ins().vconst(ty, c);
         self.consts.insert((ty, bytes), v);
         v
@@ -998,8 +1002,14 @@ impl Emit<'_, '_> {
         }
         for j in 0..w {
             let c = nibbles[usize::from(order[j])].expect("every field");
-            let tl = self.b.ins().load(types::I8X16, mem(), self.slot, 64 * j as i32);
-            let th = self.b.ins().load(types::I8X16, mem(), self.slot, 64 * j as i32 + 16);
+            let tl = self
+                .b
+                .ins()
+                .load(types::I8X16, mem(), self.slot, 64 * j as i32);
+            let th = self
+                .b
+                .ins()
+                .load(types::I8X16, mem(), self.slot, 64 * j as i32 + 16);
             match row_off(j) {
                 Some(ro) => self.lookup16((tl, th), c, oa, ro),
                 None => {
