@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Custom formulas (the IR `#[dequant_kernel]` emits) get their own JIT with
-//! [`for_formula`].
+//! [`for_formula`]. Quantized linears (GPTQ, AWQ, compressed-tensors:
+//! `dq_runtime::linear::Linear`) get one function per linear shape from [`linear`].
 #![deny(missing_docs)]
 
 mod cache;

@@ -14,8 +14,8 @@ use crate::formats::element::{self, Element};
 /// Every backend runs every scheme: `Generated` and `Auto` through its plan
 /// ([`QuantLinear::plan`], the generated backend's tiled driver), `Jit` through
 /// the same plan compiled per linear shape by Cranelift ([`dq_jit::linear`]),
-/// `Reference` through [`reference`]. (`Auto` stays on the generated driver: it
-/// measured faster than the JIT, see the README.)
+/// `Reference` through [`reference`]. `Auto` stays on the generated driver: the
+/// JIT was not measured faster on every scheme (README, "Real checkpoints").
 ///
 /// # Errors
 /// None today; [`HfError::BackendCannotRun`] is kept for a backend that cannot.
