@@ -186,6 +186,9 @@ fn scale_bytes(rng: &mut Rng, dtype: ScaleType, count: usize) -> Vec<u8> {
     out
 }
 
+/// Zero points: packing, strides, offset, words.
+type Zeros = (Packing, (usize, usize), i32, Vec<u8>);
+
 /// The buffers of one random linear.
 struct Case {
     n: usize,
@@ -196,7 +199,7 @@ struct Case {
     strides: (usize, usize),
     offset: i32,
     words: Vec<u8>,
-    zeros: Option<(Packing, (usize, usize), i32, Vec<u8>)>,
+    zeros: Option<Zeros>,
     scale: ScaleType,
     scale_strides: (usize, usize),
     scales: Vec<u8>,

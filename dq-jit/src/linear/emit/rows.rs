@@ -249,7 +249,7 @@ impl Emit<'_, '_> {
 
     /// Load `count` words `stride` bytes apart from `a` into I32X4 vectors.
     pub(super) fn gather(&mut self, a: Value, count: usize, stride: usize) -> Vec<Value> {
-        if stride == 4 && count % 4 == 0 {
+        if stride == 4 && count.is_multiple_of(4) {
             // Adjacent words (compressed-tensors' rows): whole vectors, the same bytes.
             return (0..count / 4)
                 .map(|i| self.b.ins().load(types::I32X4, mem(), a, 16 * i as i32))
