@@ -10,10 +10,15 @@
 //! reading the packed words, zero points, scales and group index **where they lie**
 //! (no copy or repacking beforehand). Per row and run of one group it computes the
 //! group's zero point and scale from the packed views; 4-bit fields into f16/bf16
-//! outputs go through the group's 16 exact outputs, looked up 16 at a time with a
-//! byte shuffle (`x86_pshufb`); other widths and f32 outputs take the formula
-//! `f32(q - z) * s` in F32X4 lanes, rounded to f16/bf16 by integer
-//! round-to-nearest-even (the bits of [`Linear::value`] and the generated driver).
+//! outputs go through the group's 16 exact outputs (computed by the formula in
+//! F32X4 lanes), looked up 16 at a time with a byte shuffle (`x86_pshufb`): words
+//! along K 4 at a time per row (32 inputs), words along N (AWQ) a word column of 8
+//! rows at a time (each word loaded once, its 8 fields split by byte shuffles, 8
+//! tables in a stack slot). Other widths, f32 outputs and per-input group indices
+//! take the formula `f32(q - z) * s` in F32X4 lanes (or one input at a time),
+//! rounded to f16/bf16 by integer round-to-nearest-even: the bits of
+//! [`Linear::value`] and the generated driver, NaN, infinite and subnormal scales
+//! included.
 //!
 //! The tile loop and the thread split stay in Rust ([`LinearJit::run`]): like the
 //! generated driver's, tiles are 32 rows (words packed along K, so a tile's words

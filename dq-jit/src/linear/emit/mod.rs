@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! fn(args: *const Args)
+//!   columns (4-bit along N -> 16-bit, groups by size; `columns`): word columns of
+//!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows
 //!   rows:  n in n0..n1           row bases (output row, word row or column, field shift)
 //!   runs:  stretches of one group (Groups::Size) -> zero point and scale, then
 //!          4-bit -> 16-bit outputs: the group's 16 outputs by the formula (one
@@ -28,6 +30,9 @@ mod rows;
 mod values;
 
 use super::{Args, PackShape, Shape};
+
+// `rows` (row by row), `columns` (AWQ word columns), `values` (zero points,
+// scales, the formula, output bits): `impl Emit` blocks by concern.
 
 /// Loads and stores: little-endian, never trapping (every address lies inside a
 /// buffer the caller validated).
