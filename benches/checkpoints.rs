@@ -1,6 +1,6 @@
 //! HuggingFace 4-bit linears (GPTQ v1 with its sorted `g_idx`, AWQ GEMM,
 //! compressed-tensors), 4096x11008 group 128 -> the bf16 `[N, K]` weight, one thread,
-//! per backend, beside a memcpy yardstick in the same run.
+//! per backend (generated, JIT, reference), beside a memcpy yardstick in the same run.
 //!
 //! Metric: GB/s = (packed weights + zero points + scales + bf16 output bytes) / median
 //! time per call, the definition of `benches/peers/checkpoints_numpy.py` (the NumPy
@@ -128,7 +128,7 @@ fn bench(c: &mut Criterion) {
         let bytes = packed + l.zeros().map_or(0, |z| z.data().len()) + out_bytes;
         group.throughput(Throughput::Bytes(bytes as u64));
         let mut out = vec![bf16::ZERO; N * K];
-        for backend in [Backend::Generated, Backend::Reference] {
+        for backend in [Backend::Generated, Backend::Jit, Backend::Reference] {
             let opts = Options {
                 backend,
                 threads: 1,

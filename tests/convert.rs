@@ -392,13 +392,16 @@ fn hf_convert_writes_every_linear_and_tensor() {
 }
 
 #[test]
-fn hf_convert_refuses_backends_that_cannot_run_it() {
-    let path = fixtures().join("hf/awq-4bit-g32");
-    convert_fails(
-        &path,
-        &["--backend", "jit"],
-        &["backend jit cannot run AWQ 4-bit yet", "model.layers.0.mlp"],
-    );
+fn hf_convert_runs_the_jit() {
+    for &(case, scales) in HF {
+        let path = fixtures().join("hf").join(case);
+        let (bytes, _) = convert_ok(&path, &["--backend", "jit", "--threads", "3"]);
+        check_hf(&bytes, &path, scales);
+        for dtype in ["f32", "bf16", "f16"] {
+            let (bytes, _) = convert_ok(&path, &["--backend", "jit", "--dtype", dtype]);
+            check_hf(&bytes, &path, dtype);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -490,12 +493,9 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
         (row("reference")["ran"].clone(), row("auto")["ran"].clone()),
         (3.into(), 3.into())
     );
-    assert_eq!(row("jit")["cannot_run"], 3);
-    assert!(
-        row("jit")["reason"]
-            .as_str()
-            .unwrap()
-            .contains("cannot run AWQ 4-bit")
+    assert_eq!(
+        (row("jit")["ran"].clone(), row("jit")["cannot_run"].clone()),
+        (3.into(), 0.into())
     );
 
     let blocks = fixtures().join("gguf/blocks.gguf");
@@ -602,17 +602,12 @@ fn library_dequantize_is_exact_for_any_thread_count() {
         let mut long = vec![0f32; bits.len() + 1];
         let err = l.dequantize(&mut long, &opts(Backend::Auto, 1));
         assert!(matches!(err, Err(HfError::OutputLength { .. })), "{err:?}");
-        let mut out = vec![0f32; bits.len()];
-        let err = l.dequantize(&mut out, &opts(Backend::Jit, 1));
-        assert!(
-            matches!(
-                err,
-                Err(HfError::BackendCannotRun {
-                    backend: Backend::Jit,
-                    ..
-                })
-            ),
-            "{err:?}"
-        );
+        for threads in [1, 2, 3] {
+            let mut out = vec![0f32; bits.len()];
+            l.dequantize(&mut out, &opts(Backend::Jit, threads))
+                .unwrap();
+            let got: Vec<u32> = out.iter().map(|y| y.to_bits()).collect();
+            assert_eq!(got, bits, "{prefix} jit {threads} threads");
+        }
     }
 }

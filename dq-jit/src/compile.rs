@@ -130,6 +130,12 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// The entry point as a raw pointer (for functions of another signature
+    /// than [`KernelFn`]; valid while `self` lives).
+    pub(crate) fn raw(&self) -> *const u8 {
+        self.func as *const u8
+    }
+
     /// Sets the callback run with `code_bytes` when the code memory is freed.
     pub fn on_free(&mut self, f: Arc<dyn Fn(usize) + Send + Sync>) {
         self.on_free = Some(f);
@@ -164,6 +170,22 @@ pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, JitError> {
     let t0 = Instant::now();
     let isa = host_isa()?;
     let func = build_ir(spec, &isa)?;
+    compile_function(func, isa, verify, t0)
+}
+
+/// Compiles a built function (its own signature) into its own module; `verify`
+/// runs the Cranelift verifier first. `t0`: when the compile began (for
+/// [`Compiled::compile_ns`]). The entry is typed [`KernelFn`]; a caller with
+/// another signature takes [`Compiled::raw`].
+///
+/// # Errors
+/// The verifier refused the IR, or Cranelift failed.
+pub(crate) fn compile_function(
+    func: Function,
+    isa: OwnedTargetIsa,
+    verify: bool,
+    t0: Instant,
+) -> Result<Compiled, JitError> {
     if verify {
         verify_function(&func, &*isa).map_err(|e| JitError::Verifier {
             message: e.to_string(),
@@ -193,8 +215,10 @@ pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, JitError> {
         .finalize_definitions()
         .map_err(|e| codegen(Stage::Finalize, e))?;
     let ptr = module.get_finalized_function(id);
-    // SAFETY: `ptr` is the finalized entry of a function with exactly the
-    // `KernelFn` signature (see `signature`), kept alive by `module` below.
+    // SAFETY: `ptr` is the finalized entry of the function, kept alive by `module`
+    // below. Built by `compile` it has exactly the `KernelFn` signature (see
+    // `signature`); other callers never call `func` and cast `raw()` back to the
+    // signature they built (a transmute of a pointer calls nothing).
     let func = unsafe { core::mem::transmute::<*const u8, KernelFn>(ptr) };
     Ok(Compiled {
         func,

@@ -19,12 +19,15 @@
 //! Custom formulas (the IR `#[dequant_kernel]` emits) get their own JIT with
 //! [`for_formula`]. GGUF block types (their `dq_runtime::block` declarations) get
 //! one kernel each, compiled on first use and kept: [`block::kernel`].
+//! Quantized linears (GPTQ, AWQ, compressed-tensors:
+//! `dq_runtime::linear::Linear`) get one function per linear shape from [`linear`].
 #![deny(missing_docs)]
 
 pub mod block;
 mod cache;
 mod compile;
 mod error;
+mod linear;
 mod spec;
 mod stream;
 mod translate;
@@ -42,6 +45,10 @@ use dq_runtime::{
 pub use cache::{CompiledKernel, Kernel};
 pub use compile::KernelFn;
 pub use error::{FormulaProblem, JitError, Stage};
+pub use linear::{
+    CHUNK, LinearJit, LinearJitError, LinearKernel, LinearStats, Shape, TILE_ROWS, TILE_WORDS,
+    linear,
+};
 pub use spec::Spec;
 
 /// Kernels a JIT keeps before evicting the least recently used one.

@@ -132,6 +132,26 @@ impl<'a> Linear<'a> {
         &self.weights
     }
 
+    /// Groups along K (columns of the zero points and scales).
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
+    /// The packed zero points, if any.
+    pub fn zeros(&self) -> Option<&Packed<'a>> {
+        self.zeros.as_ref()
+    }
+
+    /// The scales.
+    pub fn scales(&self) -> &Scales<'a> {
+        &self.scales
+    }
+
+    /// The group of each input.
+    pub fn map(&self) -> &Groups<'a> {
+        &self.map
+    }
+
     /// Element `(n, k)` in f32, one element at a time (the formula as the plan
     /// states it; inputs inside the weight).
     pub fn value(&self, n: usize, k: usize) -> f32 {

@@ -14,6 +14,9 @@ mod sealed {
 
 /// An element the linear driver writes: f32, f16 or bf16.
 pub trait Out: Copy + Send + Sync + sealed::Sealed {
+    /// This type as a [`DType`](crate::DType): F32, F16 or BF16.
+    const OUT: crate::DType;
+
     /// `y` rounded to this type.
     fn of(y: f32) -> Self;
 
@@ -38,6 +41,8 @@ pub trait Out: Copy + Send + Sync + sealed::Sealed {
 }
 
 impl Out for f32 {
+    const OUT: crate::DType = crate::DType::F32;
+
     #[inline(always)]
     fn of(y: f32) -> Self {
         quiet_f32(y)
@@ -45,6 +50,8 @@ impl Out for f32 {
 }
 
 impl Out for bf16 {
+    const OUT: crate::DType = crate::DType::BF16;
+
     #[inline(always)]
     fn of(y: f32) -> Self {
         bf16::from_bits(f32_to_bf16_bits(y))
@@ -62,6 +69,8 @@ impl Out for bf16 {
 }
 
 impl Out for f16 {
+    const OUT: crate::DType = crate::DType::F16;
+
     #[inline(always)]
     fn of(y: f32) -> Self {
         f16::from_f32(y)

@@ -11,20 +11,18 @@ use crate::formats::element::{self, Element};
 
 /// Checks that `backend` can dequantize a linear (prefix `linear`) of `scheme`.
 ///
-/// `Generated` and `Auto` run every scheme through its plan ([`QuantLinear::plan`],
-/// the generated backend's tiled driver), `Reference` through [`reference`]; the
-/// JIT does not run checkpoint formats yet.
+/// Every backend runs every scheme: `Generated` and `Auto` through its plan
+/// ([`QuantLinear::plan`], the generated backend's tiled driver), `Jit` through
+/// the same plan compiled per linear shape by Cranelift ([`dq_jit::linear`]),
+/// `Reference` through [`reference`]. `Auto` stays on the generated driver: the
+/// JIT was not measured faster on every scheme (README, "Real checkpoints").
 ///
 /// # Errors
-/// [`HfError::BackendCannotRun`] for a backend that cannot run it.
+/// None today; [`HfError::BackendCannotRun`] is kept for a backend that cannot.
 pub fn check_backend(backend: Backend, scheme: Scheme, linear: &str) -> Result<()> {
+    let _ = (scheme, linear);
     match backend {
-        Backend::Reference | Backend::Auto | Backend::Generated => Ok(()),
-        Backend::Jit => Err(HfError::BackendCannotRun {
-            backend,
-            scheme,
-            linear: linear.to_owned(),
-        }),
+        Backend::Reference | Backend::Auto | Backend::Generated | Backend::Jit => Ok(()),
     }
 }
 
@@ -72,6 +70,21 @@ impl QuantLinear<'_> {
             return Ok(());
         }
         let plan = self.plan()?;
+        if opts.backend == Backend::Jit {
+            let jit = dq_jit::linear();
+            // Compile once, before the threads start (they then find it cached).
+            jit.kernel(&plan, <T as dq_runtime::linear::Out>::OUT)
+                .map_err(|source| HfError::Jit {
+                    linear: self.name().to_owned(),
+                    source: source.into(),
+                })?;
+            let decode = |rows: std::ops::Range<usize>, part: &mut [T]| {
+                jit.run(&plan, rows, part)
+                    .expect("rows split inside 0..N, with K elements each; compiled above");
+            };
+            element::split_direct(out, self.k(), opts.threads, &decode);
+            return Ok(());
+        }
         let decode = |rows: std::ops::Range<usize>, part: &mut [T]| {
             plan.run(rows, part)
                 .expect("rows split inside 0..N, with K elements each");

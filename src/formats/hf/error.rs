@@ -253,6 +253,14 @@ pub enum HfError {
         /// The linear's prefix.
         linear: String,
     },
+    /// The JIT could not compile the linear's function.
+    #[error("linear {linear}: {source}")]
+    Jit {
+        /// The linear's prefix.
+        linear: String,
+        /// Why.
+        source: dq_jit::LinearJitError,
+    },
     /// The linear's packed tensors do not form a plan (a view past its data).
     #[error("linear {linear}: {source}")]
     Plan {

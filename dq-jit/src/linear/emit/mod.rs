@@ -1,0 +1,326 @@
+//! The IR of one linear [`Shape`]: rows `n0..n1`, inputs `k0..k1` of the weight,
+//! read from the packed words, zero points and scales where they lie.
+//!
+//! ```text
+//! fn(args: *const Args)
+//!   columns (4-bit along N -> 16-bit, groups by size; `columns`): word columns of
+//!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows
+//!   rows:  n in n0..n1           row bases (output row, word row or column, field shift)
+//!   runs:  stretches of one group (Groups::Size) -> zero point and scale, then
+//!          4-bit -> 16-bit outputs: the group's 16 outputs by the formula (one
+//!            vector pass), looked up with `x86_pshufb` 32 (along K) or 16 (along N)
+//!            inputs a step, the rest one at a time from the table in a stack slot;
+//!          else the formula, a word (along K) or 4 inputs (along N) a step;
+//!          Groups::Index: the formula one input at a time, each with its group.
+//! ```
+
+use std::collections::HashMap;
+
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::{
+    AbiParam, Block, ConstantData, Endianness, Function, InstBuilder, MemFlagsData, Signature,
+    StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
+};
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use dq_runtime::linear::Packing;
+
+mod columns;
+mod rows;
+mod values;
+
+use super::{Args, PackShape, Shape};
+
+// `rows` (row by row), `columns` (AWQ word columns), `values` (zero points,
+// scales, the formula, output bits): `impl Emit` blocks by concern.
+
+/// Loads and stores: little-endian, never trapping (every address lies inside a
+/// buffer the caller validated).
+fn mem() -> MemFlagsData {
+    MemFlagsData::new()
+        .with_notrap()
+        .with_endianness(Endianness::Little)
+}
+
+/// Bitcasts between lane types: little-endian lane order.
+fn lanes() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+/// Byte shuffle interleaving the low 8 bytes of `a` and `b` (`punpcklbw`).
+const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
+/// Byte shuffle interleaving the high 8 bytes of `a` and `b` (`punpckhbw`).
+const HI_BYTES: [u8; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
+
+/// Builds the function of `shape` (not compiled).
+pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
+    let mut sig = Signature::new(CallConv::triple_default(isa.triple()));
+    sig.params.push(AbiParam::new(types::I64));
+    let mut func = Function::with_name_signature(UserFuncName::default(), sig);
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let args = b.block_params(entry)[0];
+    let field =
+        |b: &mut FunctionBuilder<'_>, off: usize| b.ins().load(types::I64, mem(), args, off as i32);
+    let p = Ptrs {
+        words: field(&mut b, std::mem::offset_of!(Args, words)),
+        zeros: field(&mut b, std::mem::offset_of!(Args, zeros)),
+        scales: field(&mut b, std::mem::offset_of!(Args, scales)),
+        gidx: field(&mut b, std::mem::offset_of!(Args, gidx)),
+        out: field(&mut b, std::mem::offset_of!(Args, out)),
+    };
+    let n0 = field(&mut b, std::mem::offset_of!(Args, n0));
+    let n1 = field(&mut b, std::mem::offset_of!(Args, n1));
+    let k0 = field(&mut b, std::mem::offset_of!(Args, k0));
+    let k1 = field(&mut b, std::mem::offset_of!(Args, k1));
+    let first = field(&mut b, std::mem::offset_of!(Args, first));
+    let slot =
+        b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64 * 8, 4));
+    let slot = b.ins().stack_addr(types::I64, slot, 0);
+    let mut e = Emit {
+        b,
+        s: shape,
+        entry,
+        consts: HashMap::new(),
+        p,
+        slot,
+        k1,
+        first,
+    };
+    if e.by_columns() {
+        e.columns(n0, n1, k0);
+    } else {
+        e.rows(n0, n1, k0);
+    }
+    e.b.ins().return_(&[]);
+    e.b.seal_all_blocks();
+    e.b.finalize(isa.frontend_config());
+    func
+}
+
+/// The buffers' base addresses.
+#[derive(Clone, Copy)]
+struct Ptrs {
+    words: Value,
+    zeros: Value,
+    scales: Value,
+    gidx: Value,
+    out: Value,
+}
+
+/// Per-row values.
+#[derive(Clone, Copy)]
+struct Row {
+    n: Value,
+    /// Byte address of output element `(n, 0)`.
+    out: Value,
+    /// Byte address of word `(n, 0)`: the word row (along K) or column (along N).
+    words: Value,
+    /// Along N: the field's bit shift in this row's words (I32).
+    shift: Value,
+}
+
+struct Emit<'a, 'f> {
+    b: FunctionBuilder<'f>,
+    s: &'a Shape,
+    entry: Block,
+    consts: HashMap<(Type, [u8; 16]), Value>,
+    p: Ptrs,
+    /// A stack slot of 8 x 64 bytes: per row of a word column, the current
+    /// group's 16 outputs as low and high byte tables (32 bytes) and as u16 (32).
+    slot: Value,
+    k1: Value,
+    first: Value,
+}
+
+impl Emit<'_, '_> {
+    // ---- small helpers -------------------------------------------------------
+
+    fn i64c(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I64, v)
+    }
+
+    fn i32c(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I32, v as i32 as u32 as i64)
+    }
+
+    /// `x * c` (I64), folding 0 and 1.
+    fn mul_c(&mut self, x: Value, c: usize) -> Value {
+        match c {
+            0 => self.i64c(0),
+            1 => x,
+            _ if c.is_power_of_two() => self.b.ins().ishl_imm_s(x, c.trailing_zeros() as i64),
+            _ => self.b.ins().imul_imm_s(x, c as i64),
+        }
+    }
+
+    /// `x / c` (I64, `c > 0`).
+    fn div_c(&mut self, x: Value, c: usize) -> Value {
+        match c {
+            1 => x,
+            _ if c.is_power_of_two() => self.b.ins().ushr_imm_s(x, c.trailing_zeros() as i64),
+            _ => self.b.ins().udiv_imm_s(x, c as i64),
+        }
+    }
+
+    /// `x % c` (I64, `c > 0`).
+    fn rem_c(&mut self, x: Value, c: usize) -> Value {
+        if c.is_power_of_two() {
+            self.b.ins().band_imm_s(x, c as i64 - 1)
+        } else {
+            self.b.ins().urem_imm_s(x, c as i64)
+        }
+    }
+
+    /// A vector constant from its 16 bytes, emitted once at the top of the entry block.
+    fn vconst_bytes(&mut self, ty: Type, bytes: [u8; 16]) -> Value {
+        if let Some(&v) = self.consts.get(&(ty, bytes)) {
+            return v;
+        }
+        let mut pos = FuncCursor::new(self.b.func);
+        pos.goto_first_insertion_point(self.entry);
+        let c = pos
+            .func
+            .dfg
+            .constants
+            .insert(ConstantData::from(bytes.to_vec()));
+        let v = pos.ins().vconst(ty, c);
+        self.consts.insert((ty, bytes), v);
+        v
+    }
+
+    /// An I32X4 (or F32X4 by bits) constant with every lane `v`.
+    fn splat_c(&mut self, ty: Type, v: u32) -> Value {
+        let mut bytes = [0u8; 16];
+        for c in bytes.chunks_exact_mut(4) {
+            c.copy_from_slice(&v.to_le_bytes());
+        }
+        self.vconst_bytes(ty, bytes)
+    }
+
+    /// `v` as an I32 constant, or every lane of an I32X4 constant.
+    fn c32(&mut self, ty: Type, v: u32) -> Value {
+        if ty.is_vector() {
+            self.splat_c(ty, v)
+        } else {
+            self.i32c(i64::from(v))
+        }
+    }
+
+    fn and_c(&mut self, x: Value, c: u32) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let c = self.c32(ty, c);
+        self.b.ins().band(x, c)
+    }
+
+    fn or_c(&mut self, x: Value, c: u32) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let c = self.c32(ty, c);
+        self.b.ins().bor(x, c)
+    }
+
+    fn add_c(&mut self, x: Value, c: u32) -> Value {
+        let ty = self.b.func.dfg.value_type(x);
+        let c = self.c32(ty, c);
+        self.b.ins().iadd(x, c)
+    }
+
+    fn ushr(&mut self, x: Value, n: i64) -> Value {
+        let n = self.i32c(n);
+        self.b.ins().ushr(x, n)
+    }
+
+    fn shl(&mut self, x: Value, n: i64) -> Value {
+        let n = self.i32c(n);
+        self.b.ins().ishl(x, n)
+    }
+
+    /// `m ? a : b` for a compare result (scalar or lane mask).
+    fn sel(&mut self, m: Value, a: Value, b: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(a);
+        if ty.is_vector() {
+            let m = if self.b.func.dfg.value_type(m) == ty {
+                m
+            } else {
+                self.b.ins().bitcast(ty, lanes(), m)
+            };
+            self.b.ins().bitselect(m, a, b)
+        } else {
+            self.b.ins().select(m, a, b)
+        }
+    }
+
+    fn shuffle(&mut self, a: Value, b: Value, order: [u8; 16]) -> Value {
+        let imm = self
+            .b
+            .func
+            .dfg
+            .immediates
+            .push(ConstantData::from(order.to_vec()));
+        self.b.ins().shuffle(a, b, imm)
+    }
+
+    fn var(&mut self, ty: Type, init: Value) -> Variable {
+        let v = self.b.declare_var(ty);
+        self.b.def_var(v, init);
+        v
+    }
+
+    /// The little-endian word at byte address `base + i * step`, `i` an I64.
+    fn word_at(&mut self, base: Value, i: Value, step: usize) -> Value {
+        let off = self.mul_c(i, step);
+        let a = self.b.ins().iadd(base, off);
+        self.b.ins().load(types::I32, mem(), a, 0)
+    }
+
+    /// The field of `word` at bit `shift` (I32 values), `bits` wide.
+    fn field(&mut self, word: Value, shift: Value, bits: u32) -> Value {
+        let x = self.b.ins().ushr(word, shift);
+        self.and_c(x, (1u32 << bits) - 1)
+    }
+
+    /// Bit shift of the field holding row `r % w` in words packed along N (I64 `r`).
+    fn outer_shift(&mut self, order: [u8; 8], bits: u32, r: Value) -> Value {
+        let w = (32 / bits) as usize;
+        let packed = order[..w]
+            .iter()
+            .enumerate()
+            .fold(0i64, |a, (i, &o)| a | (i64::from(o) << (4 * i)));
+        let j = self.rem_c(r, w);
+        let j4 = self.b.ins().ishl_imm_s(j, 2);
+        let table = self.i64c(packed);
+        let f = self.b.ins().ushr(table, j4);
+        let f = self.b.ins().band_imm_s(f, 15);
+        let f = self.mul_c(f, bits as usize);
+        self.b.ins().ireduce(types::I32, f)
+    }
+
+    /// Field `(r, c)` of `pk` at `base` (I64 indices): the plain formula of
+    /// `Packed::get` without the offset.
+    fn packed_get(&mut self, pk: &PackShape, base: Value, r: Value, c: Value) -> Value {
+        let w = (32 / pk.bits) as usize;
+        let (word, shift) = match pk.packing {
+            Packing::Inner => {
+                let a = self.mul_c(r, pk.row_stride);
+                let cw = self.div_c(c, w);
+                let b = self.mul_c(cw, pk.col_stride);
+                let i = self.b.ins().iadd(a, b);
+                let f = self.rem_c(c, w);
+                let f = self.mul_c(f, pk.bits as usize);
+                (i, self.b.ins().ireduce(types::I32, f))
+            }
+            Packing::Outer { order } => {
+                let rw = self.div_c(r, w);
+                let a = self.mul_c(rw, pk.row_stride);
+                let b = self.mul_c(c, pk.col_stride);
+                let i = self.b.ins().iadd(a, b);
+                (i, self.outer_shift(order, pk.bits, r))
+            }
+        };
+        let word = self.word_at(base, word, 4);
+        self.field(word, shift, pk.bits)
+    }
+}

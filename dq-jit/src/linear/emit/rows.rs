@@ -1,0 +1,367 @@
+//! Row by row: runs of one group, table lookups and formula steps.
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use cranelift_frontend::Variable;
+use dq_runtime::DType;
+use dq_runtime::linear::Packing;
+
+use super::super::GroupMode;
+use super::{Emit, HI_BYTES, LO_BYTES, Row, lanes, mem};
+
+impl Emit<'_, '_> {
+    // ---- loops ------------------------------------------------------------------
+
+    /// `for n in n0..n1 { row(n) }`.
+    pub(super) fn rows(&mut self, n0: Value, n1: Value, k0: Value) {
+        let n = self.var(types::I64, n0);
+        let (head, body, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let nv = self.b.use_var(n);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, nv, n1);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        let row = self.row_bases(nv);
+        self.row(row, k0);
+        let nn = self.b.ins().iadd_imm_s(nv, 1);
+        self.b.def_var(n, nn);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    pub(super) fn row_bases(&mut self, n: Value) -> Row {
+        let rel = self.b.ins().isub(n, self.first);
+        let o = self.mul_c(rel, self.s.k * self.osz());
+        let out = self.b.ins().iadd(self.p.out, o);
+        let q = self.s.weights;
+        let w = (32 / q.bits) as usize;
+        let (words, shift) = match q.packing {
+            Packing::Inner => {
+                let off = self.mul_c(n, q.row_stride.wrapping_mul(4));
+                (self.b.ins().iadd(self.p.words, off), self.i32c(0))
+            }
+            Packing::Outer { order } => {
+                let c = self.div_c(n, w);
+                let off = self.mul_c(c, q.row_stride.wrapping_mul(4));
+                let base = self.b.ins().iadd(self.p.words, off);
+                (base, self.outer_shift(order, q.bits, n))
+            }
+        };
+        Row {
+            n,
+            out,
+            words,
+            shift,
+        }
+    }
+
+    /// The field of input `k` (I64) of `row`, plus nothing (I32).
+    pub(super) fn code1(&mut self, row: Row, k: Value) -> Value {
+        let q = self.s.weights;
+        let w = (32 / q.bits) as usize;
+        match q.packing {
+            Packing::Inner => {
+                let kw = self.div_c(k, w);
+                let word = self.word_at(row.words, kw, q.col_stride.wrapping_mul(4));
+                let f = self.rem_c(k, w);
+                let f = self.mul_c(f, q.bits as usize);
+                let sh = self.b.ins().ireduce(types::I32, f);
+                self.field(word, sh, q.bits)
+            }
+            Packing::Outer { .. } => {
+                let word = self.word_at(row.words, k, q.col_stride.wrapping_mul(4));
+                self.field(word, row.shift, q.bits)
+            }
+        }
+    }
+
+    /// Inputs `k0..k1` of `row`.
+    pub(super) fn row(&mut self, row: Row, k0: Value) {
+        let k = self.var(types::I64, k0);
+        let (head, body, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let kv = self.b.use_var(k);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, self.k1);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        match self.s.groups {
+            GroupMode::Index => {
+                let a = self.b.ins().ishl_imm_s(kv, 2);
+                let a = self.b.ins().iadd(self.p.gidx, a);
+                let g = self.b.ins().uload32(mem(), a, 0);
+                let z = self.zeff(row.n, g);
+                let s = self.scale(row.n, g);
+                let q = self.code1(row, kv);
+                let d = self.b.ins().isub(q, z);
+                let y = self.formula(d, s);
+                let o = self.mul_c(kv, self.osz());
+                let a = self.b.ins().iadd(row.out, o);
+                self.store1(y, a);
+                let kn = self.b.ins().iadd_imm_s(kv, 1);
+                self.b.def_var(k, kn);
+            }
+            GroupMode::Size(gs) => {
+                let g = self.div_c(kv, gs);
+                let g1 = self.b.ins().iadd_imm_s(g, 1);
+                let end = self.mul_c(g1, gs);
+                let end = self.b.ins().umin(end, self.k1);
+                let z = self.zeff(row.n, g);
+                let s = self.scale(row.n, g);
+                self.run(row, k, end, z, s);
+            }
+        }
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// One run of a group: inputs `k..end` (the variable ends at `end`).
+    pub(super) fn run(&mut self, row: Row, k: Variable, end: Value, z: Value, s: Value) {
+        let q = self.s.weights;
+        let table = q.bits == 4 && self.s.out != DType::F32;
+        let tab = if table { Some(self.table(z, s)) } else { None };
+        let w = (32 / q.bits) as i64;
+        // Vector steps: inputs per step, and the alignment a step needs.
+        let (step, align) = match (q.packing, tab.is_some()) {
+            (Packing::Inner, true) => (32, 8),
+            (Packing::Inner, false) => (w, w),
+            (Packing::Outer { .. }, true) => (16, 1),
+            (Packing::Outer { .. }, false) => (4, 1),
+        };
+        let (head, body, tail) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let kv = self.b.use_var(k);
+        let aligned = self.b.ins().band_imm_s(kv, align - 1);
+        let zero = self.i64c(0);
+        let ok = self.b.ins().icmp(IntCC::Equal, aligned, zero);
+        self.b.ins().brif(ok, head, &[], tail, &[]);
+        self.b.switch_to_block(head);
+        let kv = self.b.use_var(k);
+        let ke = self.b.ins().iadd_imm_s(kv, step);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+        self.b.ins().brif(fits, body, &[], tail, &[]);
+        self.b.switch_to_block(body);
+        match (q.packing, tab) {
+            (Packing::Inner, Some(t)) => self.lut_inner(row, kv, t),
+            (Packing::Outer { .. }, Some(t)) => self.lut_outer(row, kv, t),
+            (_, None) => self.formula_step(row, kv, z, s),
+        }
+        self.b.def_var(k, ke);
+        self.b.ins().jump(head, &[]);
+        // One at a time.
+        self.b.switch_to_block(tail);
+        let (thead, tbody, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(thead, &[]);
+        self.b.switch_to_block(thead);
+        let kv = self.b.use_var(k);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, end);
+        self.b.ins().brif(more, tbody, &[], done, &[]);
+        self.b.switch_to_block(tbody);
+        let c = self.code1(row, kv);
+        let o = self.mul_c(kv, self.osz());
+        let a = self.b.ins().iadd(row.out, o);
+        if tab.is_some() {
+            let c = self.b.ins().uextend(types::I64, c);
+            let c = self.b.ins().ishl_imm_s(c, 1);
+            let ta = self.b.ins().iadd(self.slot, c);
+            let v = self.b.ins().load(types::I16, mem(), ta, 32);
+            self.b.ins().store(mem(), v, a, 0);
+        } else {
+            let d = self.b.ins().isub(c, z);
+            let y = self.formula(d, s);
+            self.store1(y, a);
+        }
+        let kn = self.b.ins().iadd_imm_s(kv, 1);
+        self.b.def_var(k, kn);
+        self.b.ins().jump(thead, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    /// The group's 16 outputs (fields 0..16) by the formula, stored to the slot as
+    /// u16; returns the tables of their low and high bytes (I8X16).
+    pub(super) fn table(&mut self, z: Value, s: Value) -> (Value, Value) {
+        self.table_at(z, s, 0, false)
+    }
+
+    /// [`table`](Self::table) into the slot's part `at` (bytes): the u16 outputs
+    /// at `at + 32`, and the byte tables at `at` when `bytes` (for code that loads
+    /// them back).
+    pub(super) fn table_at(&mut self, z: Value, s: Value, at: i32, bytes: bool) -> (Value, Value) {
+        let zv = self.b.ins().splat(types::I32X4, z);
+        let sv = self.b.ins().splat(types::F32X4, s);
+        let mut ys = Vec::new();
+        for i in 0..4u32 {
+            let mut bytes = [0u8; 16];
+            for (l, c) in bytes.chunks_exact_mut(4).enumerate() {
+                c.copy_from_slice(&(4 * i + l as u32).to_le_bytes());
+            }
+            let iota = self.vconst_bytes(types::I32X4, bytes);
+            let d = self.b.ins().isub(iota, zv);
+            ys.push(self.formula(d, sv));
+        }
+        let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
+        let e0 = self.b.ins().unarrow(h[0], h[1]);
+        let e1 = self.b.ins().unarrow(h[2], h[3]);
+        self.b.ins().store(mem(), e0, self.slot, at + 32);
+        self.b.ins().store(mem(), e1, self.slot, at + 48);
+        let e0 = self.b.ins().bitcast(types::I8X16, lanes(), e0);
+        let e1 = self.b.ins().bitcast(types::I8X16, lanes(), e1);
+        let lo = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8));
+        let hi = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8 + 1));
+        if bytes {
+            self.b.ins().store(mem(), lo, self.slot, at);
+            self.b.ins().store(mem(), hi, self.slot, at + 16);
+        }
+        (lo, hi)
+    }
+
+    /// 16 outputs of codes `c` (I8X16, values below 16) by table, stored at `a + off`.
+    pub(super) fn lookup16(&mut self, t: (Value, Value), c: Value, a: Value, off: i32) {
+        let l = self.b.ins().x86_pshufb(t.0, c);
+        let h = self.b.ins().x86_pshufb(t.1, c);
+        let o0 = self.shuffle(l, h, LO_BYTES);
+        let o1 = self.shuffle(l, h, HI_BYTES);
+        self.b.ins().store(mem(), o0, a, off);
+        self.b.ins().store(mem(), o1, a, off + 16);
+    }
+
+    /// Byte address `base + i * step` plus `j * step` for a small `j`, as an
+    /// address and an immediate offset where it fits.
+    pub(super) fn strided(&mut self, base: Value, i: Value, step: usize) -> Value {
+        let off = self.mul_c(i, step);
+        self.b.ins().iadd(base, off)
+    }
+
+    /// Load `count` words `stride` bytes apart from `a` into I32X4 vectors.
+    pub(super) fn gather(&mut self, a: Value, count: usize, stride: usize) -> Vec<Value> {
+        if stride == 4 && count.is_multiple_of(4) {
+            // Adjacent words (compressed-tensors' rows): whole vectors, the same bytes.
+            return (0..count / 4)
+                .map(|i| self.b.ins().load(types::I32X4, mem(), a, 16 * i as i32))
+                .collect();
+        }
+        let fits = i32::try_from(stride.wrapping_mul(count)).is_ok();
+        let mut out = Vec::new();
+        let mut v = None;
+        for j in 0..count {
+            let (addr, off) = if fits {
+                (a, stride.wrapping_mul(j) as i32)
+            } else {
+                let o = self.i64c(stride.wrapping_mul(j) as i64);
+                (self.b.ins().iadd(a, o), 0)
+            };
+            let x = self.b.ins().load(types::I32, mem(), addr, off);
+            v = Some(match v {
+                None => self.b.ins().scalar_to_vector(types::I32X4, x),
+                Some(v) => self.b.ins().insertlane(v, x, (j % 4) as u8),
+            });
+            if j % 4 == 3 {
+                out.push(v.take().expect("a vector"));
+            }
+        }
+        out.extend(v);
+        out
+    }
+
+    /// 32 inputs from `k` (a multiple of 8) of a row whose words run along K.
+    pub(super) fn lut_inner(&mut self, row: Row, k: Value, t: (Value, Value)) {
+        let q = self.s.weights;
+        let kw = self.b.ins().ushr_imm_s(k, 3);
+        let a = self.strided(row.words, kw, q.col_stride.wrapping_mul(4));
+        let x = self.gather(a, 4, q.col_stride.wrapping_mul(4))[0];
+        let lo = self.and_c(x, 0x0f0f_0f0f);
+        let hi = self.ushr(x, 4);
+        let hi = self.and_c(hi, 0x0f0f_0f0f);
+        let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
+        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+        let c0 = self.shuffle(lo, hi, LO_BYTES);
+        let c1 = self.shuffle(lo, hi, HI_BYTES);
+        let o = self.mul_c(k, 2);
+        let oa = self.b.ins().iadd(row.out, o);
+        self.lookup16(t, c0, oa, 0);
+        self.lookup16(t, c1, oa, 32);
+    }
+
+    /// 16 inputs from `k` of a row whose words run along N.
+    pub(super) fn lut_outer(&mut self, row: Row, k: Value, t: (Value, Value)) {
+        let q = self.s.weights;
+        let a = self.strided(row.words, k, q.col_stride.wrapping_mul(4));
+        let v = self.gather(a, 16, q.col_stride.wrapping_mul(4));
+        let v: Vec<Value> = v
+            .into_iter()
+            .map(|x| {
+                let x = self.b.ins().ushr(x, row.shift);
+                self.and_c(x, 15)
+            })
+            .collect();
+        let a = self.b.ins().unarrow(v[0], v[1]);
+        let b = self.b.ins().unarrow(v[2], v[3]);
+        let c = self.b.ins().unarrow(a, b);
+        let o = self.mul_c(k, 2);
+        let oa = self.b.ins().iadd(row.out, o);
+        self.lookup16(t, c, oa, 0);
+    }
+
+    /// One formula step from `k`: a word's inputs (along K) or 4 inputs (along N).
+    pub(super) fn formula_step(&mut self, row: Row, k: Value, z: Value, s: Value) {
+        let q = self.s.weights;
+        let zv = self.b.ins().splat(types::I32X4, z);
+        let sv = self.b.ins().splat(types::F32X4, s);
+        let codes: Vec<Value> = match q.packing {
+            Packing::Inner => {
+                let w = (32 / q.bits) as usize;
+                let kw = self.div_c(k, w);
+                let word = self.word_at(row.words, kw, q.col_stride.wrapping_mul(4));
+                let x = self.b.ins().scalar_to_vector(types::I32X4, word);
+                let bytes = if q.bits == 8 {
+                    self.b.ins().bitcast(types::I8X16, lanes(), x)
+                } else {
+                    let lo = self.and_c(x, 0x0f0f_0f0f);
+                    let hi = self.ushr(x, 4);
+                    let hi = self.and_c(hi, 0x0f0f_0f0f);
+                    let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
+                    let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+                    self.shuffle(lo, hi, LO_BYTES)
+                };
+                let h = self.b.ins().uwiden_low(bytes);
+                let a = self.b.ins().uwiden_low(h);
+                if q.bits == 8 {
+                    vec![a]
+                } else {
+                    vec![a, self.b.ins().uwiden_high(h)]
+                }
+            }
+            Packing::Outer { .. } => {
+                let a = self.strided(row.words, k, q.col_stride.wrapping_mul(4));
+                let x = self.gather(a, 4, q.col_stride.wrapping_mul(4))[0];
+                let x = self.b.ins().ushr(x, row.shift);
+                vec![self.and_c(x, (1u32 << q.bits) - 1)]
+            }
+        };
+        let ys: Vec<Value> = codes
+            .into_iter()
+            .map(|c| {
+                let d = self.b.ins().isub(c, zv);
+                self.formula(d, sv)
+            })
+            .collect();
+        let o = self.mul_c(k, self.osz());
+        let oa = self.b.ins().iadd(row.out, o);
+        self.store4(&ys, oa);
+    }
+}

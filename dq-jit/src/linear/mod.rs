@@ -1,0 +1,479 @@
+//! Quantized linears (GPTQ, AWQ, compressed-tensors) on the JIT: one Cranelift
+//! function per distinct linear *shape*, cached.
+//!
+//! A [`dq_runtime::linear::Linear`] is a validated set of affine views of packed
+//! bytes. Its [`Shape`] is everything but the bytes and N: field width, packing and
+//! field order, word strides and offset, the zero points' view, scale type and
+//! strides, group size (or a per-input group index), K and the output type
+//! (f32, f16, bf16). All of it is baked into the function as constants; the
+//! function computes rows `n0..n1` and inputs `k0..k1` of the `[N, K]` output,
+//! reading the packed words, zero points, scales and group index **where they lie**
+//! (no copy or repacking beforehand). Per row and run of one group it computes the
+//! group's zero point and scale from the packed views; 4-bit fields into f16/bf16
+//! outputs go through the group's 16 exact outputs (computed by the formula in
+//! F32X4 lanes), looked up 16 at a time with a byte shuffle (`x86_pshufb`): words
+//! along K 4 at a time per row (32 inputs), words along N (AWQ) a word column of 8
+//! rows at a time (each word loaded once, its 8 fields split by byte shuffles, 8
+//! tables in a stack slot). Other widths, f32 outputs and per-input group indices
+//! take the formula `f32(q - z) * s` in F32X4 lanes (or one input at a time),
+//! rounded to f16/bf16 by integer round-to-nearest-even: the bits of
+//! [`Linear::value`] and the generated driver, NaN, infinite and subnormal scales
+//! included.
+//!
+//! The tile loop and the thread split stay in Rust ([`LinearJit::run`]): like the
+//! generated driver's, tiles are 32 rows (words packed along K, so a tile's words
+//! are two cache lines a word row) or 8 words of rows (along N, AWQ) by chunks of
+//! 1024 inputs, and each call of the compiled function does one tile and chunk
+//! over the raw packed bytes. Outputs are a transpose of K-packed words: the
+//! function walks a tile row by row, so a tile's words stay in L1 across its rows.
+//!
+//! ```
+//! use dq_runtime::linear::{Groups, Linear, Packed, Packing, ScaleType, Scales};
+//! let word = 0x7654_3210u32.to_le_bytes();
+//! let scale = 0.5f32.to_le_bytes();
+//! let weights = Packed { words: &word, bits: 4, packing: Packing::Inner, row_stride: 1, col_stride: 1, offset: -8 };
+//! let scales = Scales { bytes: &scale, dtype: ScaleType::F32, row_stride: 1, col_stride: 1 };
+//! let linear = Linear::new(1, 8, 1, weights, None, scales, Groups::Size(8))?;
+//! let mut out = [0f32; 8];
+//! dq_jit::linear().run(&linear, 0..1, &mut out)?;
+//! assert_eq!(out, [-4.0, -3.5, -3.0, -2.5, -2.0, -1.5, -1.0, -0.5]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod emit;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use cranelift_codegen::ir::types;
+use dq_runtime::DType;
+use dq_runtime::linear::{Groups, Linear, LinearError, Out, Packed, Packing, ScaleType};
+
+use crate::compile::{self, Compiled};
+use crate::error::JitError;
+
+/// Inputs per call (a chunk of a tile's rows), as the generated driver.
+pub const CHUNK: usize = 1024;
+/// Rows per tile, words packed along K.
+pub const TILE_ROWS: usize = 32;
+/// Words per tile along N (`8 * 32 / bits` rows).
+pub const TILE_WORDS: usize = 8;
+/// Shapes kept before the cache is emptied.
+const CAPACITY: usize = 256;
+
+/// Why the JIT could not run a linear.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LinearJitError {
+    /// The rows or the output do not fit the linear.
+    #[error(transparent)]
+    Linear(#[from] LinearError),
+    /// The function could not be compiled.
+    #[error(transparent)]
+    Jit(#[from] JitError),
+}
+
+/// A packed view's shape: everything but the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PackShape {
+    bits: u32,
+    packing: Packing,
+    row_stride: usize,
+    col_stride: usize,
+    offset: i32,
+}
+
+impl PackShape {
+    fn of(p: &Packed<'_>) -> PackShape {
+        PackShape {
+            bits: p.bits,
+            packing: match p.packing {
+                // Only the first `32 / bits` entries are read: the rest is no part
+                // of the shape.
+                Packing::Outer { order } => {
+                    let mut o = [0; 8];
+                    let w = (32 / p.bits) as usize;
+                    o[..w].copy_from_slice(&order[..w]);
+                    Packing::Outer { order: o }
+                }
+                inner => inner,
+            },
+            row_stride: p.row_stride,
+            col_stride: p.col_stride,
+            offset: p.offset,
+        }
+    }
+}
+
+/// How inputs find their group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum GroupMode {
+    /// `k / size`.
+    Size(usize),
+    /// A per-input index (act-order `g_idx`), read where it lies.
+    Index,
+}
+
+/// What one compiled function is specialised for: a linear without its bytes
+/// and N, and the output type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    weights: PackShape,
+    zeros: Option<PackShape>,
+    scale: ScaleType,
+    scale_strides: (usize, usize),
+    groups: GroupMode,
+    k: usize,
+    out: DType,
+}
+
+impl Shape {
+    /// The shape of `l` written as `out` (F32, F16 or BF16).
+    pub fn of(l: &Linear<'_>, out: DType) -> Shape {
+        let s = l.scales();
+        Shape {
+            weights: PackShape::of(l.weights()),
+            zeros: l.zeros().map(PackShape::of),
+            scale: s.dtype,
+            scale_strides: (s.row_stride, s.col_stride),
+            groups: match *l.map() {
+                Groups::Size(s) => GroupMode::Size(s),
+                Groups::Index(_) => GroupMode::Index,
+            },
+            k: l.k(),
+            out,
+        }
+    }
+}
+
+/// The arguments of a compiled function (one pointer to this).
+#[repr(C)]
+struct Args {
+    words: *const u8,
+    zeros: *const u8,
+    scales: *const u8,
+    gidx: *const u8,
+    out: *mut u8,
+    n0: usize,
+    n1: usize,
+    k0: usize,
+    k1: usize,
+    /// The row `out` starts at.
+    first: usize,
+}
+
+/// The compiled function's type.
+type LinearFn = unsafe extern "C" fn(args: *const Args);
+
+/// A compiled linear shape.
+pub struct LinearKernel {
+    code: Compiled,
+    shape: Shape,
+}
+
+impl LinearKernel {
+    /// Bytes of machine code.
+    pub fn code_bytes(&self) -> usize {
+        self.code.code_bytes
+    }
+
+    /// Compile time in nanoseconds.
+    pub fn compile_ns(&self) -> u64 {
+        self.code.compile_ns
+    }
+
+    /// The shape it computes.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// Calls the function.
+    ///
+    /// # Safety
+    /// `args` describe a linear of this kernel's shape whose views were
+    /// validated by `Linear::new`, rows `n0..n1` inside its N and at least
+    /// `first`, `k0..k1` inside its K, and `out` valid for writing
+    /// `(n1 - first) * K` elements of the shape's output type.
+    unsafe fn call(&self, args: &Args) {
+        // SAFETY: the code was built for `LinearFn` by `emit::build` (one pointer
+        // parameter, no result) and lives as long as `self.code`.
+        let f = unsafe { core::mem::transmute::<*const u8, LinearFn>(self.code.raw()) };
+        // SAFETY: the caller's contract.
+        unsafe { f(args) }
+    }
+}
+
+/// Counts of a [`LinearJit`]'s work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinearStats {
+    /// Functions compiled.
+    pub compiled: u64,
+    /// Runs that found their function compiled.
+    pub reused: u64,
+    /// Functions held now.
+    pub kernels: usize,
+}
+
+/// Compiles and caches linear functions by [`Shape`].
+pub struct LinearJit {
+    cache: Mutex<HashMap<Shape, Arc<LinearKernel>>>,
+    compiled: AtomicU64,
+    reused: AtomicU64,
+    verify: bool,
+}
+
+impl Default for LinearJit {
+    fn default() -> Self {
+        LinearJit::new()
+    }
+}
+
+/// The process-wide linear JIT.
+pub fn linear() -> &'static LinearJit {
+    static JIT: OnceLock<LinearJit> = OnceLock::new();
+    JIT.get_or_init(LinearJit::new)
+}
+
+impl LinearJit {
+    /// An empty cache; the Cranelift verifier checks each function in debug builds.
+    pub fn new() -> LinearJit {
+        LinearJit {
+            cache: Mutex::new(HashMap::new()),
+            compiled: AtomicU64::new(0),
+            reused: AtomicU64::new(0),
+            verify: cfg!(debug_assertions),
+        }
+    }
+
+    /// What it has done.
+    pub fn stats(&self) -> LinearStats {
+        LinearStats {
+            compiled: self.compiled.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+            kernels: self.lock().len(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Shape, Arc<LinearKernel>>> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The function for `l` written as `out`, from the cache or compiled.
+    ///
+    /// # Errors
+    /// [`JitError`] when the host is not supported or Cranelift fails.
+    pub fn kernel(&self, l: &Linear<'_>, out: DType) -> Result<Arc<LinearKernel>, JitError> {
+        let shape = Shape::of(l, out);
+        if let Some(k) = self.lock().get(&shape) {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return Ok(k.clone());
+        }
+        let k = Arc::new(self.compile(&shape)?);
+        self.compiled.fetch_add(1, Ordering::Relaxed);
+        let mut cache = self.lock();
+        if cache.len() >= CAPACITY {
+            cache.clear();
+        }
+        Ok(cache.entry(shape).or_insert(k).clone())
+    }
+
+    fn compile(&self, shape: &Shape) -> Result<LinearKernel, JitError> {
+        let t0 = Instant::now();
+        let isa = compile::host_isa()?;
+        if isa.pointer_type() != types::I64 {
+            return Err(JitError::Not64Bit);
+        }
+        if !has_pshufb(&isa) {
+            return Err(JitError::UnsupportedHost {
+                reason: "the linear JIT needs SSSE3 and SSE4.1 (x86-64)",
+            });
+        }
+        let func = emit::build(shape, &isa);
+        let code = compile::compile_function(func, isa, self.verify, t0)?;
+        Ok(LinearKernel {
+            code,
+            shape: *shape,
+        })
+    }
+
+    /// The CLIF text of the function for `l` written as `out` (for review and tests).
+    ///
+    /// # Errors
+    /// As [`kernel`](Self::kernel).
+    pub fn clif(&self, l: &Linear<'_>, out: DType) -> Result<String, JitError> {
+        let isa = compile::host_isa()?;
+        Ok(emit::build(&Shape::of(l, out), &isa).display().to_string())
+    }
+
+    /// Runs the Cranelift verifier on the function for `l` written as `out`.
+    ///
+    /// # Errors
+    /// [`JitError::Verifier`] with its message, or as [`kernel`](Self::kernel).
+    pub fn verify(&self, l: &Linear<'_>, out: DType) -> Result<(), JitError> {
+        let isa = compile::host_isa()?;
+        let f = emit::build(&Shape::of(l, out), &isa);
+        cranelift_codegen::verify_function(&f, &*isa).map_err(|e| JitError::Verifier {
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes rows `rows` of `l` into `out` (row-major, `rows.len() * K`
+    /// elements): the bits of [`Linear::run`].
+    ///
+    /// # Errors
+    /// [`LinearError::Output`] when `rows` or `out`'s length do not fit;
+    /// [`JitError`] when the function cannot be compiled.
+    pub fn run<T: Out>(
+        &self,
+        l: &Linear<'_>,
+        rows: Range<usize>,
+        out: &mut [T],
+    ) -> Result<(), LinearJitError> {
+        let k = l.k();
+        let fits = rows.start <= rows.end && rows.end <= l.n();
+        if !fits || rows.len().checked_mul(k) != Some(out.len()) {
+            return Err(LinearError::Output {
+                start: rows.start,
+                end: rows.end,
+                n: l.n(),
+                k,
+                got: out.len(),
+            }
+            .into());
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let kernel = self.kernel(l, T::OUT)?;
+        let q = l.weights();
+        let (align, tile) = match q.packing {
+            Packing::Inner => (1, TILE_ROWS),
+            Packing::Outer { .. } => (q.per_word(), q.per_word() * TILE_WORDS),
+        };
+        let mut args = Args {
+            words: q.words.as_ptr(),
+            zeros: l.zeros().map_or(core::ptr::null(), |z| z.words.as_ptr()),
+            scales: l.scales().bytes.as_ptr(),
+            gidx: match *l.map() {
+                Groups::Index(ix) => ix.as_ptr().cast(),
+                Groups::Size(_) => core::ptr::null(),
+            },
+            out: out.as_mut_ptr().cast(),
+            n0: 0,
+            n1: 0,
+            k0: 0,
+            k1: 0,
+            first: rows.start,
+        };
+        let mut start = rows.start;
+        while start < rows.end {
+            // Tiles along N start at a word's first row.
+            let end = (start - start % align + tile).min(rows.end);
+            for k0 in (0..k).step_by(CHUNK) {
+                args.n0 = start;
+                args.n1 = end;
+                args.k0 = k0;
+                args.k1 = (k0 + CHUNK).min(k);
+                // SAFETY: `l` was validated by `Linear::new` (every view's index of
+                // rows 0..N and inputs 0..K, and every group the map names, lies
+                // inside its buffer; a group index has K entries); `kernel` was
+                // compiled for `l`'s shape with `T`'s type; rows `start..end` lie in
+                // `rows`, checked inside 0..N above, and `k0..k1` in 0..K; `out`
+                // holds `rows.len() * K` elements of `T` (checked above) and is
+                // borrowed mutably for this call; the function reads no other
+                // memory than those views and its stack.
+                unsafe { kernel.call(&args) };
+            }
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+/// True when `isa` has the byte shuffle and lane inserts the functions use.
+fn has_pshufb(isa: &cranelift_codegen::isa::OwnedTargetIsa) -> bool {
+    let flag = |name: &str| {
+        isa.isa_flags()
+            .iter()
+            .any(|f| f.name == name && f.as_bool() == Some(true))
+    };
+    isa.name() == "x64" && flag("has_ssse3") && flag("has_sse41")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dq_runtime::linear::Scales;
+
+    /// The CLIF of one tiny linear shape (4-bit along K, no zero points, f32
+    /// scales, bf16 out), so changes in emitted code show in review.
+    /// `DQ_BLESS=1 cargo test -p dq-jit` rewrites `tests/linear_tiny.clif`.
+    #[test]
+    fn clif_of_a_tiny_linear() {
+        let (word, scale) = ([0u8; 4], [0u8; 4]);
+        let weights = Packed {
+            words: &word,
+            bits: 4,
+            packing: Packing::Inner,
+            row_stride: 1,
+            col_stride: 1,
+            offset: -8,
+        };
+        let scales = Scales {
+            bytes: &scale,
+            dtype: ScaleType::F32,
+            row_stride: 1,
+            col_stride: 1,
+        };
+        let l = Linear::new(1, 8, 1, weights, None, scales, Groups::Size(8)).unwrap();
+        let jit = LinearJit::new();
+        jit.verify(&l, DType::BF16).unwrap();
+        let text = jit.clif(&l, DType::BF16).unwrap();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/linear_tiny.clif");
+        if std::env::var_os("DQ_BLESS").is_some() {
+            std::fs::write(path, &text).unwrap();
+        }
+        let want =
+            std::fs::read_to_string(path).expect("tests/linear_tiny.clif (DQ_BLESS=1 writes it)");
+        assert_eq!(
+            text, want,
+            "emitted CLIF changed: review, then rerun with DQ_BLESS=1"
+        );
+    }
+
+    /// A stride no index reaches (one column) compiles into code that never uses
+    /// it, and the output equals the generated driver's.
+    #[test]
+    fn unreached_huge_strides_compile_and_run() {
+        let words: Vec<u8> = (0u8..8).map(|i| i.wrapping_mul(37)).collect();
+        let scale = [0x3c00u16.to_le_bytes(), 0xbc00u16.to_le_bytes()].concat();
+        for packing in [
+            Packing::Inner,
+            Packing::Outer {
+                order: [7, 6, 5, 4, 3, 2, 1, 0],
+            },
+        ] {
+            let weights = Packed {
+                words: &words,
+                bits: 4,
+                packing,
+                row_stride: 1,
+                col_stride: usize::MAX / 2,
+                offset: 0,
+            };
+            let scales = Scales {
+                bytes: &scale,
+                dtype: ScaleType::F16,
+                row_stride: 1,
+                col_stride: usize::MAX / 3,
+            };
+            let l = Linear::new(2, 1, 1, weights, None, scales, Groups::Size(1)).unwrap();
+            let (mut a, mut b) = ([0f32; 2], [0f32; 2]);
+            linear().run(&l, 0..2, &mut a).unwrap();
+            l.run(0..2, &mut b).unwrap();
+            assert_eq!(a, b, "{packing:?}");
+        }
+    }
+}
