@@ -128,7 +128,12 @@ fn bench(c: &mut Criterion) {
         let bytes = packed + l.zeros().map_or(0, |z| z.data().len()) + out_bytes;
         group.throughput(Throughput::Bytes(bytes as u64));
         let mut out = vec![bf16::ZERO; N * K];
-        for backend in [Backend::Generated, Backend::Jit, Backend::Reference] {
+        for backend in [
+            Backend::Generated,
+            Backend::Jit,
+            Backend::Auto,
+            Backend::Reference,
+        ] {
             let opts = Options {
                 backend,
                 threads: 1,

@@ -5,17 +5,20 @@ use dq_runtime::Backend;
 
 use super::error::{HfError, Result};
 use super::linear::{QuantLinear, Scheme};
+use super::race::{self, Pick};
 use super::reference;
 use crate::Options;
 use crate::formats::element::{self, Element};
+use dq_runtime::linear::{Groups, Linear};
 
 /// Checks that `backend` can dequantize a linear (prefix `linear`) of `scheme`.
 ///
 /// Every backend runs every scheme: `Generated` and `Auto` through its plan
 /// ([`QuantLinear::plan`], the generated backend's tiled driver), `Jit` through
 /// the same plan compiled per linear shape by Cranelift ([`dq_jit::linear`]),
-/// `Reference` through [`reference`]. `Auto` stays on the generated driver: the
-/// JIT was not measured faster on every scheme (README, "Real checkpoints").
+/// `Reference` through [`reference`]. `Auto` races the generated driver and the JIT
+/// on the first large calls of each kind of linear and keeps the faster
+/// (`hf::race`): neither was measured faster on every scheme.
 ///
 /// # Errors
 /// None today; [`HfError::BackendCannotRun`] is kept for a backend that cannot.
@@ -70,24 +73,59 @@ impl QuantLinear<'_> {
             return Ok(());
         }
         let plan = self.plan()?;
-        if opts.backend == Backend::Jit {
-            let jit = dq_jit::linear();
-            // Compile once, before the threads start (they then find it cached).
-            jit.kernel(&plan, <T as dq_runtime::linear::Out>::OUT)
-                .map_err(|source| HfError::Jit {
-                    linear: self.name().to_owned(),
-                    source: source.into(),
-                })?;
-            let decode = |rows: std::ops::Range<usize>, part: &mut [T]| {
-                jit.run(&plan, rows, part)
-                    .expect("rows split inside 0..N, with K elements each; compiled above");
-            };
-            element::split_direct(out, self.k(), opts.threads, &decode);
-            return Ok(());
+        let key = format!(
+            "{:?} {} {}",
+            self.scheme(),
+            if matches!(plan.map(), Groups::Index(_)) {
+                "g_idx"
+            } else {
+                "groups"
+            },
+            std::any::type_name::<T>()
+        );
+        let (pick, timed) = match opts.backend {
+            Backend::Jit => (Pick::Jit, false),
+            Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&key),
+            _ => (Pick::Generated, false),
+        };
+        let t = std::time::Instant::now();
+        let pick = match pick {
+            Pick::Jit => match self.run_jit(&plan, out, opts) {
+                Ok(()) => Pick::Jit,
+                // `auto` falls back to the generated driver where the JIT cannot compile.
+                Err(_) if opts.backend == Backend::Auto => self.run_generated(&plan, out, opts),
+                Err(e) => return Err(e),
+            },
+            Pick::Generated => self.run_generated(&plan, out, opts),
+        };
+        if timed {
+            race::report(&key, pick, t.elapsed().as_nanos() as f64 / out.len() as f64);
         }
+        Ok(())
+    }
+
+    /// The weight through the generated backend's tiled driver.
+    fn run_generated<T: Element>(&self, plan: &Linear<'_>, out: &mut [T], opts: &Options) -> Pick {
         let decode = |rows: std::ops::Range<usize>, part: &mut [T]| {
             plan.run(rows, part)
                 .expect("rows split inside 0..N, with K elements each");
+        };
+        element::split_direct(out, self.k(), opts.threads, &decode);
+        Pick::Generated
+    }
+
+    /// The weight through the linear's JIT function (compiled once, before the
+    /// threads start: they then find it cached).
+    fn run_jit<T: Element>(&self, plan: &Linear<'_>, out: &mut [T], opts: &Options) -> Result<()> {
+        let jit = dq_jit::linear();
+        jit.kernel(plan, <T as dq_runtime::linear::Out>::OUT)
+            .map_err(|source| HfError::Jit {
+                linear: self.name().to_owned(),
+                source: source.into(),
+            })?;
+        let decode = |rows: std::ops::Range<usize>, part: &mut [T]| {
+            jit.run(plan, rows, part)
+                .expect("rows split inside 0..N, with K elements each; compiled above");
         };
         element::split_direct(out, self.k(), opts.threads, &decode);
         Ok(())
