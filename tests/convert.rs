@@ -395,8 +395,16 @@ fn hf_convert_writes_every_linear_and_tensor() {
 fn hf_convert_runs_the_jit() {
     for &(case, scales) in HF {
         let path = fixtures().join("hf").join(case);
-        let (bytes, _) = convert_ok(&path, &["--backend", "jit", "--threads", "3"]);
+        let (bytes, o) = convert_ok(&path, &["--backend", "jit", "--threads", "3"]);
         check_hf(&bytes, &path, scales);
+        // A fresh process: each linear shape compiled once, for its first linear.
+        let summary = String::from_utf8_lossy(&o.stdout).into_owned();
+        let counts = summary.split("JIT kernels ").nth(1).unwrap_or("");
+        let n: Vec<usize> = counts
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert!(n.len() >= 2 && n[0] >= 1, "{case}: {summary}");
         for dtype in ["f32", "bf16", "f16"] {
             let (bytes, _) = convert_ok(&path, &["--backend", "jit", "--dtype", dtype]);
             check_hf(&bytes, &path, dtype);

@@ -160,7 +160,7 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
         threads,
     };
     let start = Instant::now();
-    let jit_before = dq_jit::block::stats();
+    let jit_before = dq_jit::block::stats().compiled + dq_jit::linear().stats().compiled as usize;
     let source = Source::open(&a.input)?;
     let all = source.items();
     let items = select(&a.input, all, &opts, a.skip_unsupported)?;
@@ -183,15 +183,14 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
         written: bytes,
         seconds: start.elapsed().as_secs_f64(),
         jit: (a.backend == Backend::Jit).then(|| {
-            // One kernel per GGUF block type, compiled for its first tensor; every
-            // other tensor of the type reuses it.
-            let compiled = dq_jit::block::stats().compiled - jit_before.compiled;
-            let blocks = items
-                .kept
-                .iter()
-                .filter(|i| matches!(i.kind, Kind::Gguf(..)))
+            // One kernel per GGUF block type or linear shape, compiled for its first
+            // tensor; every other tensor of the type or shape reuses it.
+            let now = dq_jit::block::stats().compiled + dq_jit::linear().stats().compiled as usize;
+            let compiled = now - jit_before;
+            let jitted = (items.kept.iter())
+                .filter(|i| matches!(i.kind, Kind::Gguf(..) | Kind::Linear(_)))
                 .count();
-            (compiled, blocks.saturating_sub(compiled))
+            (compiled, jitted.saturating_sub(compiled))
         }),
     };
     print_summary(&a.output, dtype, &opts, &s);
