@@ -230,12 +230,12 @@ impl Field {
             }
             let mut k = 0;
             while k < n {
-                if self.shift_stride[k] % self.bits != 0 || self.byte_stride[n - 1] != 0 {
+                if !self.shift_stride[k].is_multiple_of(self.bits) || self.byte_stride[n - 1] != 0 {
                     return Err("field across a byte");
                 }
                 k += 1;
             }
-            if self.shift % self.bits != 0 {
+            if !self.shift.is_multiple_of(self.bits) {
                 return Err("field across a byte");
             }
         }
