@@ -83,17 +83,7 @@ impl Emit<'_, '_> {
         // Row j of the column: output offset j * K (bytes, as an immediate where it fits).
         let row_off = |j: usize| i32::try_from(j * row_bytes).ok();
         let k = self.var(types::I64, k0);
-        let (head, body, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let kv = self.b.use_var(k);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, self.k1);
-        self.b.ins().brif(more, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
+        let (kv, head, exit) = self.while_below(k, self.k1);
         let g = self.div_c(kv, gs);
         let g1 = self.b.ins().iadd_imm_s(g, 1);
         let end = self.mul_c(g1, gs);
@@ -164,17 +154,7 @@ impl Emit<'_, '_> {
         self.b.ins().jump(vhead, &[]);
         // The rest one input at a time: one word, 8 rows.
         self.b.switch_to_block(tail);
-        let (thead, tbody, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(thead, &[]);
-        self.b.switch_to_block(thead);
-        let kv = self.b.use_var(k);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, end);
-        self.b.ins().brif(more, tbody, &[], done, &[]);
-        self.b.switch_to_block(tbody);
+        let (kv, thead, done) = self.while_below(k, end);
         let word = self.word_at(words, kv, q.col_stride.wrapping_mul(4));
         let o = self.b.ins().ishl_imm_s(kv, 1);
         let oa = self.b.ins().iadd(out, o);

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     AbiParam, Block, ConstantData, Endianness, Function, InstBuilder, MemFlagsData, Signature,
     StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
@@ -261,6 +262,24 @@ impl Emit<'_, '_> {
             .immediates
             .push(ConstantData::from(order.to_vec()));
         self.b.ins().shuffle(a, b, imm)
+    }
+
+    /// Opens `while v < end` (unsigned): a new head block tests it, and the body is
+    /// where this leaves the builder. Returns `v`'s value there, the head (to jump
+    /// back to) and the exit (to switch to after the body).
+    fn while_below(&mut self, v: Variable, end: Value) -> (Value, Block, Block) {
+        let (head, body, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let x = self.b.use_var(v);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, x, end);
+        self.b.ins().brif(more, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        (x, head, exit)
     }
 
     fn var(&mut self, ty: Type, init: Value) -> Variable {

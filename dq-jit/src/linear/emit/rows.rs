@@ -14,17 +14,7 @@ impl Emit<'_, '_> {
     /// `for n in n0..n1 { row(n) }`.
     pub(super) fn rows(&mut self, n0: Value, n1: Value, k0: Value) {
         let n = self.var(types::I64, n0);
-        let (head, body, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let nv = self.b.use_var(n);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, nv, n1);
-        self.b.ins().brif(more, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
+        let (nv, head, exit) = self.while_below(n, n1);
         let row = self.row_bases(nv);
         self.row(row, k0);
         let nn = self.b.ins().iadd_imm_s(nv, 1);
@@ -82,17 +72,7 @@ impl Emit<'_, '_> {
     /// Inputs `k0..k1` of `row`.
     pub(super) fn row(&mut self, row: Row, k0: Value) {
         let k = self.var(types::I64, k0);
-        let (head, body, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let kv = self.b.use_var(k);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, self.k1);
-        self.b.ins().brif(more, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
+        let (kv, head, exit) = self.while_below(k, self.k1);
         match self.s.groups {
             GroupMode::Index => {
                 let a = self.b.ins().ishl_imm_s(kv, 2);
@@ -161,17 +141,7 @@ impl Emit<'_, '_> {
         self.b.ins().jump(head, &[]);
         // One at a time.
         self.b.switch_to_block(tail);
-        let (thead, tbody, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(thead, &[]);
-        self.b.switch_to_block(thead);
-        let kv = self.b.use_var(k);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, kv, end);
-        self.b.ins().brif(more, tbody, &[], done, &[]);
-        self.b.switch_to_block(tbody);
+        let (kv, thead, done) = self.while_below(k, end);
         let c = self.code1(row, kv);
         let o = self.mul_c(kv, self.osz());
         let a = self.b.ins().iadd(row.out, o);
