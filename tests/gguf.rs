@@ -7,7 +7,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 use dq::arch::Isa;
 use dq::block::BlockError;
@@ -15,6 +14,7 @@ use dq::formats::gguf::{GgmlType, Gguf, GgufError, MetaValue, ValueType};
 use dq::{Backend, Options};
 
 mod support;
+use support::gguf::{expected, fixtures};
 
 #[path = "gguf/inspect.rs"]
 mod inspect;
@@ -68,21 +68,8 @@ fn parse_bounded(bytes: &[u8]) -> Result<Gguf<&[u8]>, GgufError> {
 // ---------------------------------------------------------------------------
 // Fixtures.
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf")
-}
-
 fn fixture(stem: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(format!("{stem}.gguf"))).unwrap()
-}
-
-/// gguf-py's output for a tensor (raw little-endian f32).
-fn expected(stem: &str, name: &str) -> Vec<f32> {
-    let path = fixtures().join(stem).join(format!("{name}.bin"));
-    let b = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
 }
 
 /// Decodes every supported tensor of a fixture and compares it with gguf-py bit for

@@ -6,50 +6,11 @@
 mod support;
 
 use dq::arch::Isa;
-use dq::block::{BlockError, ParamNode, gguf};
+use dq::block::{BlockError, gguf};
 use dq::formats::gguf::{GgmlType, reference};
 use proptest::prelude::*;
 use support::Rng;
-
-/// f16 bits that reach every class of output.
-const SPECIAL_F16: [u16; 10] = [
-    0x0000, 0x8000, 0x0001, 0x83FF, 0x3C00, 0xBC00, 0x7C00, 0xFC00, 0x7E00, 0x7C01,
-];
-
-/// `blocks` random blocks of `ty`; each f16 parameter is special one time in three.
-fn random_blocks(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
-    let k = gguf::kernel(ty.name()).unwrap();
-    let mut bytes = rng.bytes(blocks * k.block_bytes);
-    let params = k.decl.map_or(&[][..], |d| d.params);
-    for block in bytes.chunks_exact_mut(k.block_bytes) {
-        for p in params {
-            match *p {
-                ParamNode::F16(at) if rng.one_in(3) => {
-                    let h = rng.pick(&SPECIAL_F16).to_le_bytes();
-                    block[at..at + 2].copy_from_slice(&h);
-                }
-                ParamNode::E8m0Half(at) if rng.one_in(3) => block[at] = rng.pick(&[0, 1, 254, 255]),
-                _ => {}
-            }
-        }
-    }
-    if k.decl.is_none() && rng.one_in(2) {
-        // F16 / BF16 / F32 elements: specials too (as f16 or high halves).
-        for c in bytes.chunks_exact_mut(2) {
-            if rng.one_in(4) {
-                c.copy_from_slice(&rng.pick(&SPECIAL_F16).to_le_bytes());
-            }
-        }
-    }
-    bytes
-}
-
-fn supported() -> Vec<GgmlType> {
-    GgmlType::ALL
-        .into_iter()
-        .filter(|t| t.is_supported())
-        .collect()
-}
+use support::gguf::{every_byte_blocks, random_blocks, supported};
 
 /// Decodes `bytes` with form `form` of the generated kernel on `isa`, in `cuts`
 /// runs of whole blocks; `None` when this CPU cannot run `isa`.
@@ -125,21 +86,7 @@ proptest! {
 #[test]
 fn every_byte_at_every_position() {
     for ty in supported() {
-        let k = gguf::kernel(ty.name()).unwrap();
-        let mut bytes = Vec::new();
-        for at in 0..k.block_bytes {
-            for v in [0x01u8, 0x5A, 0xA5, 0x80, 0xFF] {
-                let mut block = vec![0u8; k.block_bytes];
-                for p in k.decl.map_or(&[][..], |d| d.params) {
-                    if let ParamNode::F16(f) = *p {
-                        block[f..f + 2].copy_from_slice(&0x3C00u16.to_le_bytes());
-                    }
-                }
-                block[at] = v;
-                bytes.extend(block);
-            }
-        }
-        check(ty, &bytes, &[1, 7]);
+        check(ty, &every_byte_blocks(ty), &[1, 7]);
     }
 }
 

@@ -6,27 +6,13 @@
 //! compile per type.
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use dq::block::{ParamNode, gguf};
 use dq::formats::gguf::{GgmlType, Gguf, GgufError, reference};
 use dq::{Backend, Options};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use support::Rng;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf")
-}
-
-/// gguf-py's output for a tensor (raw little-endian f32).
-fn expected(stem: &str, name: &str) -> Vec<f32> {
-    let path = fixtures().join(stem).join(format!("{name}.bin"));
-    let b = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
+use support::gguf::{SPECIAL_F16, every_byte_blocks, expected, fixtures, random_blocks, supported};
 
 /// `got` equals `want` bit for bit (on x86-64; elsewhere a NaN need only be a NaN,
 /// as in `tests/gguf.rs`).
@@ -103,13 +89,6 @@ fn check_fixture(stem: &str) -> Vec<&'static str> {
     types
 }
 
-fn supported() -> Vec<GgmlType> {
-    GgmlType::ALL
-        .into_iter()
-        .filter(|t| t.is_supported())
-        .collect()
-}
-
 #[test]
 fn every_fixture_type_matches_gguf_py() {
     let mut want: Vec<&str> = supported().into_iter().map(GgmlType::name).collect();
@@ -121,38 +100,6 @@ fn every_fixture_type_matches_gguf_py() {
     );
     let v2 = check_fixture("quantized_v2");
     assert!(v2.len() >= 9, "{v2:?}");
-}
-
-/// f16 bits that reach every class of output.
-const SPECIAL_F16: [u16; 10] = [
-    0x0000, 0x8000, 0x0001, 0x83FF, 0x3C00, 0xBC00, 0x7C00, 0xFC00, 0x7E00, 0x7C01,
-];
-
-/// `blocks` random blocks of `ty`; each f16 parameter is special one time in three.
-fn random_blocks(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
-    let k = gguf::kernel(ty.name()).unwrap();
-    let mut bytes = rng.bytes(blocks * k.block_bytes);
-    let params = k.decl.map_or(&[][..], |d| d.params);
-    for block in bytes.chunks_exact_mut(k.block_bytes) {
-        for p in params {
-            match *p {
-                ParamNode::F16(at) if rng.one_in(3) => {
-                    let h = rng.pick(&SPECIAL_F16).to_le_bytes();
-                    block[at..at + 2].copy_from_slice(&h);
-                }
-                ParamNode::E8m0Half(at) if rng.one_in(3) => block[at] = rng.pick(&[0, 1, 254, 255]),
-                _ => {}
-            }
-        }
-    }
-    if k.decl.is_none() && rng.one_in(2) {
-        for c in bytes.chunks_exact_mut(2) {
-            if rng.one_in(4) {
-                c.copy_from_slice(&rng.pick(&SPECIAL_F16).to_le_bytes());
-            }
-        }
-    }
-    bytes
 }
 
 /// The JIT kernel of `ty` on `bytes`, in runs of whole blocks cut at `cuts` (how
@@ -206,21 +153,7 @@ proptest! {
 #[test]
 fn every_byte_at_every_position() {
     for ty in supported() {
-        let k = gguf::kernel(ty.name()).unwrap();
-        let mut bytes = Vec::new();
-        for at in 0..k.block_bytes {
-            for v in [0x01u8, 0x5A, 0xA5, 0x80, 0xFF] {
-                let mut block = vec![0u8; k.block_bytes];
-                for p in k.decl.map_or(&[][..], |d| d.params) {
-                    if let ParamNode::F16(f) = *p {
-                        block[f..f + 2].copy_from_slice(&0x3C00u16.to_le_bytes());
-                    }
-                }
-                block[at] = v;
-                bytes.extend(block);
-            }
-        }
-        check_random(ty, &bytes, &[1, 7]);
+        check_random(ty, &every_byte_blocks(ty), &[1, 7]);
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod cases;
 pub mod conformance;
+pub mod gguf;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod guard;
 pub mod hf;
