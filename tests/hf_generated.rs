@@ -12,24 +12,7 @@ use dq::{Backend, Options};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use support::Rng;
-use support::hf::{Tensor, UP, copy_case, expected, fixtures, read_tensors, write_tensors};
-
-/// Every fixture with quantized linears (the 2/3-bit ones are refused at open).
-const CASES: &[&str] = &[
-    "gptq-v1-4bit-g64-asym",
-    "gptq-v1-4bit-perchannel-sym",
-    "gptq-v1-4bit-g16-actorder-bf16",
-    "gptq-v1-8bit-g32-asym",
-    "gptq-v2-4bit-g64-actorder",
-    "gptq-v2-8bit-perchannel-sym",
-    "awq-4bit-g32",
-    "awq-4bit-g16-sharded",
-    "ct-4bit-group-sym",
-    "ct-4bit-channel-asym",
-    "ct-8bit-group-asym",
-    "ct-8bit-channel-sym",
-    "single-file/gptq-v2.safetensors",
-];
+use support::hf::{CASES, Tensor, UP, copy_case, expected, fixtures, read_tensors, write_tensors};
 
 /// Runs `l`'s plan on `isa` for rows `rows`, as f32 bits, f16 bits and bf16 bits;
 /// `None` (reported) when this CPU cannot run `isa`.

@@ -13,6 +13,23 @@ pub const UP: &str = "model.layers.0.mlp.up_proj";
 pub const DOWN: &str = "model.layers.0.mlp.down_proj";
 pub const Q: &str = "model.layers.0.self_attn.q_proj";
 
+/// Every fixture with quantized linears (the 2/3-bit ones are refused at open).
+pub const CASES: &[&str] = &[
+    "gptq-v1-4bit-g64-asym",
+    "gptq-v1-4bit-perchannel-sym",
+    "gptq-v1-4bit-g16-actorder-bf16",
+    "gptq-v1-8bit-g32-asym",
+    "gptq-v2-4bit-g64-actorder",
+    "gptq-v2-8bit-perchannel-sym",
+    "awq-4bit-g32",
+    "awq-4bit-g16-sharded",
+    "ct-4bit-group-sym",
+    "ct-4bit-channel-asym",
+    "ct-8bit-group-asym",
+    "ct-8bit-channel-sym",
+    "single-file/gptq-v2.safetensors",
+];
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf")
 }
