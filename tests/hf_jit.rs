@@ -234,10 +234,12 @@ fn random_case(rng: &mut Rng) -> Case {
     let bits = if rng.one_in(3) { 8 } else { 4 };
     let w = 32 / bits as usize;
     let big = rng.one_in(4);
-    let n = 1 + rng.below(if big { 140 } else { 40 }) as usize;
+    // Big cases cross the JIT's tiles (64 rows, or 128 for 4-bit words along N)
+    // and its 2048-input chunks.
+    let n = 1 + rng.below(if big { 300 } else { 40 }) as usize;
     let k = match rng.below(4) {
         0 => 1 + rng.below(40) as usize,
-        1 => 1024 + rng.below(1200) as usize,
+        1 => 1024 + rng.below(3200) as usize,
         _ => 1 + rng.below(400) as usize,
     };
     let size = match rng.below(4) {
