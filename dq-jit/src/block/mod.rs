@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use cranelift_codegen::ir::{AbiParam, Endianness, Function, MemFlagsData, Signature, types};
+use cranelift_codegen::ir::{AbiParam, Function, Signature, types};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_codegen::{Context, verify_function};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -164,18 +164,7 @@ pub fn clif(name: &str) -> Result<String, JitError> {
         .to_string())
 }
 
-/// Flags of the kernel's loads and stores: little-endian, never trapping (every
-/// address is inside the buffers [`BlockJit::run`] checked).
-pub(crate) fn mem() -> MemFlagsData {
-    MemFlagsData::new()
-        .with_notrap()
-        .with_endianness(Endianness::Little)
-}
-
-/// Flags of bitcasts between lane types: little-endian lane order.
-pub(crate) fn lanes() -> MemFlagsData {
-    MemFlagsData::new().with_endianness(Endianness::Little)
-}
+pub(crate) use crate::translate::{lanes, mem};
 
 /// `fn(src: ptr, blocks: i64, out: ptr)` under the host's C calling convention.
 fn signature(isa: &OwnedTargetIsa) -> Signature {

@@ -117,15 +117,16 @@ pub(crate) struct Translator<'a, 'f> {
 }
 
 /// Flags of the kernel's loads and stores: little-endian, never trapping (every
-/// address is inside a buffer `bind` validated).
-fn mem() -> MemFlagsData {
+/// address is inside a buffer its caller validated). Shared by every emitter of
+/// the crate (plans, GGUF blocks, linears).
+pub(crate) fn mem() -> MemFlagsData {
     MemFlagsData::new()
         .with_notrap()
         .with_endianness(Endianness::Little)
 }
 
 /// Flags of bitcasts between lane types: little-endian lane order.
-fn lanes() -> MemFlagsData {
+pub(crate) fn lanes() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
 

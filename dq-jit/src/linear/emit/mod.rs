@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, Block, ConstantData, Endianness, Function, InstBuilder, MemFlagsData, Signature,
-    StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
+    AbiParam, Block, ConstantData, Function, InstBuilder, Signature, StackSlotData, StackSlotKind,
+    Type, UserFuncName, Value, types,
 };
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -35,18 +35,7 @@ use super::{Args, PackShape, Shape};
 // `rows` (row by row), `columns` (AWQ word columns), `values` (zero points,
 // scales, the formula, output bits): `impl Emit` blocks by concern.
 
-/// Loads and stores: little-endian, never trapping (every address lies inside a
-/// buffer the caller validated).
-fn mem() -> MemFlagsData {
-    MemFlagsData::new()
-        .with_notrap()
-        .with_endianness(Endianness::Little)
-}
-
-/// Bitcasts between lane types: little-endian lane order.
-fn lanes() -> MemFlagsData {
-    MemFlagsData::new().with_endianness(Endianness::Little)
-}
+use crate::translate::{lanes, mem};
 
 /// Byte shuffle interleaving the low 8 bytes of `a` and `b` (`punpcklbw`).
 const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
