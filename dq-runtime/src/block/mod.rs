@@ -171,17 +171,24 @@ impl BlockKernel {
         self.run_on(arch::selected(), bytes, out)
     }
 
-    /// [`run`](Self::run) with the code compiled for `isa`: on a call of at least
-    /// [`race::MIN_ELEMENTS`] elements, the form the race for (type, `isa`) says.
+    /// [`run`](Self::run) with the code compiled for `isa`, in the form the race
+    /// for (type, `isa`) says; calls of fewer than [`race::MIN_ELEMENTS`] elements
+    /// are not timed and run [`race::UNRACED_FORM`] until the race is over.
     ///
     /// # Errors
     /// [`BlockError::IsaUnavailable`] when this CPU cannot run `isa`;
     /// [`BlockError::Length`] when the lengths do not match.
     pub fn run_on(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
         self.check(isa, bytes, out)?;
-        if self.count < 2 || out.len() < race::MIN_ELEMENTS {
+        if self.count < 2 {
             // SAFETY: `check` found `isa` available.
             unsafe { self.forms[0].run(isa, bytes, out) };
+            return Ok(());
+        }
+        if out.len() < race::MIN_ELEMENTS {
+            let form = race::untimed_form(self.name, isa);
+            // SAFETY: `check` found `isa` available.
+            unsafe { self.forms[form].run(isa, bytes, out) };
             return Ok(());
         }
         let (form, timed) = race::next(self.name, isa);

@@ -1,0 +1,100 @@
+//! GGUF block types, one 4096x4096 tensor each -> f32 into a reused buffer, one
+//! thread, per backend (generated, JIT), beside a memcpy yardstick in the same run.
+//!
+//! Metric: GB/s = (block bytes + f32 output bytes) / time per call, the definition
+//! of the candle peer (`bash benches/peers/run.sh --gguf`, which times candle-core
+//! on the same blocks; candle is not built here). The memcpy group copies a buffer
+//! of the output's size and counts read + write bytes.
+//! `cargo bench --bench gguf [-- TYPE]`, e.g. `-- Q4_K`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dq::case::Rng;
+use dq::formats::gguf::{GgmlType, Gguf};
+use dq::{Backend, Options};
+use dq_runtime::block::{ParamNode, gguf};
+
+const COLS: usize = 4096;
+const ROWS: usize = 4096;
+
+/// Random blocks of `ty` whose f16 and e8m0 parameters are finite normals (so no
+/// denormal or NaN arithmetic flatters or slows any backend).
+fn blocks(rng: &mut Rng, ty: GgmlType) -> Vec<u8> {
+    let k = gguf::kernel(ty.name()).expect("a supported type");
+    let mut bytes = rng.bytes(COLS * ROWS / k.block_elems * k.block_bytes);
+    let params = k.decl.map_or(&[][..], |d| d.params);
+    for block in bytes.chunks_exact_mut(k.block_bytes) {
+        for p in params {
+            match *p {
+                ParamNode::F16(at) => {
+                    let h = 0x2000u16 + rng.below(0x1000) as u16;
+                    block[at..at + 2].copy_from_slice(&h.to_le_bytes());
+                }
+                ParamNode::E8m0Half(at) => block[at] = 120 + rng.below(16) as u8,
+                _ => {}
+            }
+        }
+    }
+    if k.decl.is_none() {
+        // F16 / BF16 / F32 elements: clear the top exponent bit of each 16 bits.
+        bytes.iter_mut().skip(1).step_by(2).for_each(|b| *b &= 0xbf);
+    }
+    bytes
+}
+
+/// A GGUF v3 file with one tensor `w` of type `ty`, `ne = [COLS, ROWS]`.
+fn file(ty: GgmlType, data: &[u8]) -> Vec<u8> {
+    let mut f = b"GGUF".to_vec();
+    f.extend(3u32.to_le_bytes());
+    f.extend(1u64.to_le_bytes()); // tensors
+    f.extend(0u64.to_le_bytes()); // metadata entries
+    f.extend(1u64.to_le_bytes()); // name length
+    f.push(b'w');
+    f.extend(2u32.to_le_bytes());
+    f.extend((COLS as u64).to_le_bytes());
+    f.extend((ROWS as u64).to_le_bytes());
+    f.extend(ty.id().to_le_bytes());
+    f.extend(0u64.to_le_bytes()); // offset
+    f.resize(f.len().next_multiple_of(32), 0);
+    f.extend_from_slice(data);
+    f
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("gguf");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
+    let out_bytes = COLS * ROWS * 4;
+    let src = vec![1u8; out_bytes];
+    let mut dst = vec![0u8; out_bytes];
+    group.throughput(Throughput::Bytes(2 * out_bytes as u64));
+    group.bench_function("memcpy", |b| {
+        b.iter(|| dst.copy_from_slice(black_box(&src)))
+    });
+    let mut rng = Rng::new(19);
+    let mut out = vec![0f32; COLS * ROWS];
+    for ty in GgmlType::ALL.into_iter().filter(|t| t.is_supported()) {
+        let data = blocks(&mut rng, ty);
+        let bytes = file(ty, &data);
+        let g = Gguf::from_bytes(&bytes).expect("the file this bench wrote");
+        let t = &g.tensors()[0];
+        group.throughput(Throughput::Bytes((data.len() + out_bytes) as u64));
+        for backend in [Backend::Generated, Backend::Jit] {
+            let opts = Options {
+                backend,
+                threads: 1,
+            };
+            let id = format!("{}/{backend}", ty.name());
+            group.bench_function(id, |b| {
+                b.iter(|| g.dequantize(t, &mut out, &opts).expect("a supported type"))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
