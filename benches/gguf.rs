@@ -1,5 +1,5 @@
 //! GGUF block types, one 4096x4096 tensor each -> f32 into a reused buffer, one
-//! thread, per backend (generated, JIT), beside a memcpy yardstick in the same run.
+//! thread, per backend (generated, JIT, `auto`), beside a memcpy yardstick in the same run.
 //!
 //! Metric: GB/s = (block bytes + f32 output bytes) / time per call, the definition
 //! of the candle peer (`bash benches/peers/run.sh --gguf`, which times candle-core
@@ -82,7 +82,7 @@ fn bench(c: &mut Criterion) {
         let g = Gguf::from_bytes(&bytes).expect("the file this bench wrote");
         let t = &g.tensors()[0];
         group.throughput(Throughput::Bytes((data.len() + out_bytes) as u64));
-        for backend in [Backend::Generated, Backend::Jit] {
+        for backend in [Backend::Generated, Backend::Jit, Backend::Auto] {
             let opts = Options {
                 backend,
                 threads: 1,

@@ -1,8 +1,9 @@
 //! `auto` on quantized linears: the first large calls race the generated driver
-//! and the JIT (`dq::formats::hf::race`); every call, raced or not, gives the
+//! and the JIT (`dq::formats::race`); every call, raced or not, gives the
 //! reference's bits.
 
-use dq::formats::hf::{Checkpoint, race};
+use dq::formats::hf::Checkpoint;
+use dq::formats::race;
 use dq::{Backend, Options};
 use half::bf16;
 use safetensors::Dtype;

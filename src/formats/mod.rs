@@ -6,5 +6,6 @@
 mod element;
 pub mod gguf;
 pub mod hf;
+pub mod race;
 
 pub use element::Element;

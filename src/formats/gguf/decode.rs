@@ -11,13 +11,16 @@ use super::types::GgmlType;
 use super::{Gguf, reference};
 use crate::Options;
 use crate::formats::element::{self, Element};
+use crate::formats::race::{self, Pick};
 
 /// Checks that `backend` can decode GGUF type `ty` for tensor `name`.
 ///
-/// `Reference` runs the scalar decoders of [`mod@reference`]; `Generated` and `Auto`
-/// run the type's declaration ([`dq_runtime::block::gguf`]) through the generated
-/// block driver; `Jit` runs it through the JIT's block kernel
-/// ([`dq_jit::block`]), compiled here on first use (once per type and process).
+/// `Reference` runs the scalar decoders of [`mod@reference`]; `Generated` runs the
+/// type's declaration ([`dq_runtime::block::gguf`]) through the generated block
+/// driver; `Jit` runs it through the JIT's block kernel ([`dq_jit::block`]),
+/// compiled here on first use (once per type and process); `Auto` races the two
+/// per type and output ([`race`](crate::formats::race)), and runs the generated
+/// driver where the JIT cannot compile.
 ///
 /// # Errors
 /// [`GgufError::UnsupportedType`] for a type dq does not decode;
@@ -110,22 +113,56 @@ impl<B: AsRef<[u8]>> Gguf<B> {
             });
         }
         let data = self.tensor_data(t)?;
-        let size = ty.type_size();
-        let decoder = match opts.backend {
-            Backend::Reference => Decoder::Reference,
-            Backend::Jit => Decoder::Jit(jit_kernel(ty, t.name())?),
-            _ => kernel(ty).map_or(Decoder::Reference, Decoder::Generated),
-        };
-        let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
-            let bytes = &data[blocks.start * size..blocks.end * size];
-            // Whole blocks into their elements: the lengths match by construction.
-            match decoder {
-                Decoder::Generated(k) => k.run(bytes, buf).expect("whole blocks"),
-                Decoder::Jit(k) => k.run(bytes, buf).expect("whole blocks"),
-                Decoder::Reference => reference::decode(ty, bytes, buf),
+        let (pick, timed) = match opts.backend {
+            Backend::Reference => {
+                decode(ty, data, out, opts, Decoder::Reference);
+                return Ok(());
             }
+            Backend::Jit => (Pick::Jit, false),
+            Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&race_key::<T>(ty)),
+            _ => (Pick::Generated, false),
         };
-        element::split(out, ty.block_size(), opts.threads, &decode);
+        let generated = kernel(ty).map_or(Decoder::Reference, Decoder::Generated);
+        let decoder = match pick {
+            Pick::Jit => match jit_kernel(ty, t.name()) {
+                Ok(k) => Decoder::Jit(k),
+                // `auto` falls back to the generated driver where the JIT cannot compile.
+                Err(_) if opts.backend == Backend::Auto => generated,
+                Err(e) => return Err(e),
+            },
+            Pick::Generated => generated,
+        };
+        let start = std::time::Instant::now();
+        decode(ty, data, out, opts, decoder);
+        if timed {
+            let pick = if matches!(decoder, Decoder::Jit(_)) {
+                Pick::Jit
+            } else {
+                Pick::Generated
+            };
+            let ns = start.elapsed().as_nanos() as f64 / out.len() as f64;
+            race::report(&race_key::<T>(ty), pick, ns);
+        }
         Ok(())
     }
+}
+
+/// Decodes `data`, the blocks of type `ty`, into `out` with `decoder`.
+fn decode<T: Element>(ty: GgmlType, data: &[u8], out: &mut [T], opts: &Options, decoder: Decoder) {
+    let size = ty.type_size();
+    let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
+        let bytes = &data[blocks.start * size..blocks.end * size];
+        // Whole blocks into their elements: the lengths match by construction.
+        match decoder {
+            Decoder::Generated(k) => k.run(bytes, buf).expect("whole blocks"),
+            Decoder::Jit(k) => k.run(bytes, buf).expect("whole blocks"),
+            Decoder::Reference => reference::decode(ty, bytes, buf),
+        }
+    };
+    element::split(out, ty.block_size(), opts.threads, &decode);
+}
+
+/// The kind `auto` races per: block type and output type.
+fn race_key<T: Element>(ty: GgmlType) -> String {
+    format!("gguf {} {}", ty.name(), T::DTYPE)
 }

@@ -5,10 +5,10 @@ use dq_runtime::Backend;
 
 use super::error::{HfError, Result};
 use super::linear::{QuantLinear, Scheme};
-use super::race::{self, Pick};
 use super::reference;
 use crate::Options;
 use crate::formats::element::{self, Element};
+use crate::formats::race::{self, Pick};
 use dq_runtime::linear::{Groups, Linear};
 
 /// Checks that `backend` can dequantize a linear (prefix `linear`) of `scheme`.
@@ -18,7 +18,7 @@ use dq_runtime::linear::{Groups, Linear};
 /// the same plan compiled per linear shape by Cranelift ([`dq_jit::linear`]),
 /// `Reference` through [`reference`]. `Auto` races the generated driver and the JIT
 /// on the first large calls of each kind of linear and keeps the faster
-/// (`hf::race`): neither was measured faster on every scheme.
+/// ([`race`](crate::formats::race)): neither was measured faster on every scheme.
 ///
 /// # Errors
 /// None today; [`HfError::BackendCannotRun`] is kept for a backend that cannot.
@@ -73,19 +73,16 @@ impl QuantLinear<'_> {
             return Ok(());
         }
         let plan = self.plan()?;
-        let key = format!(
-            "{:?} {} {}",
-            self.scheme(),
-            if matches!(plan.map(), Groups::Index(_)) {
-                "g_idx"
-            } else {
-                "groups"
-            },
-            std::any::type_name::<T>()
-        );
+        let key = || {
+            let map = match plan.map() {
+                Groups::Index(_) => "g_idx",
+                _ => "groups",
+            };
+            format!("{:?} {map} {}", self.scheme(), std::any::type_name::<T>())
+        };
         let (pick, timed) = match opts.backend {
             Backend::Jit => (Pick::Jit, false),
-            Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&key),
+            Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&key()),
             _ => (Pick::Generated, false),
         };
         let t = std::time::Instant::now();
@@ -99,7 +96,11 @@ impl QuantLinear<'_> {
             Pick::Generated => self.run_generated(&plan, out, opts),
         };
         if timed {
-            race::report(&key, pick, t.elapsed().as_nanos() as f64 / out.len() as f64);
+            race::report(
+                &key(),
+                pick,
+                t.elapsed().as_nanos() as f64 / out.len() as f64,
+            );
         }
         Ok(())
     }

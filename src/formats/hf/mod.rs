@@ -27,7 +27,7 @@ mod error;
 mod file;
 mod linear;
 mod plan;
-pub mod race;
+pub use super::race;
 pub mod reference;
 
 pub use checkpoint::{Checkpoint, TensorRef};

@@ -1,31 +1,36 @@
-//! `auto`'s backend for a quantized linear, chosen by timing real calls: per kind
-//! of linear (scheme, group mapping, output type), its first large calls run on the
-//! generated driver and the JIT in turn, [`ROUNDS`] timed calls each, and the
-//! faster by its fastest call per element is kept (noise only adds time). The generated driver stays unless the
-//! JIT beats it by more than [`MARGIN_PERCENT`]. Measured on AMD EPYC (Zen 4), one
-//! thread, 4096x11008 g128 -> bf16: the JIT ran GPTQ and AWQ 1.3-1.6x faster than
-//! the generated driver and compressed-tensors 1.4x slower, so neither backend is
-//! right for every kind.
+//! `auto`'s backend for a checkpoint tensor, chosen by timing real calls: per kind
+//! of work (a GGUF block type, or a linear's scheme and group mapping; and the
+//! output type), its first large calls run on the generated backend and the JIT in
+//! turn, [`ROUNDS`] timed calls each, and the faster by its fastest call per
+//! element is kept (noise only adds time). The generated backend stays unless the
+//! JIT beats it by more than [`MARGIN_PERCENT`].
+//!
+//! Why neither is right for every kind, measured on AMD EPYC (Zen 4), one thread:
+//! - linears, 4096x11008 g128 -> bf16: the JIT ran GPTQ and AWQ 1.3-1.6x faster
+//!   than the generated driver and compressed-tensors 1.4x slower;
+//! - GGUF blocks, 4096x4096 -> f32: the JIT was faster on Q4_0, Q3_K and MXFP4,
+//!   slower on Q5_K and Q2_K (`benches/gguf.rs`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Calls of fewer elements run the generated driver, untimed (their times are noise).
+/// Calls of fewer elements run the generated backend, untimed (their times are
+/// noise).
 pub const MIN_ELEMENTS: usize = 1 << 20;
 
 /// Timed calls per backend before the choice is made.
 pub const ROUNDS: usize = 5;
 
-/// The JIT replaces the generated driver only when its fastest time per element is
+/// The JIT replaces the generated backend only when its fastest time per element is
 /// lower by more than this many percent.
 pub const MARGIN_PERCENT: f64 = 5.0;
 
 /// A candidate: the generated driver or the JIT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pick {
-    /// The generated backend's tiled driver.
+    /// The generated backend (block driver or tiled linear driver).
     Generated,
-    /// The linear's Cranelift function.
+    /// The JIT (block kernel or linear function).
     Jit,
 }
 
@@ -73,7 +78,7 @@ pub fn settled() -> Vec<(String, Pick)> {
         .collect()
 }
 
-/// The JIT when its fastest call beats the generated driver's by more than the
+/// The JIT when its fastest call beats the generated backend's by more than the
 /// margin.
 pub fn choose(s: &[Vec<f64>; 2]) -> Pick {
     let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
