@@ -57,8 +57,13 @@ impl Emit<'_> {
         let mut q = None;
         for f in d.fields {
             let pos: Vec<(usize, usize)> = (e0..e0 + width).map(|e| position(d, f, e)).collect();
-            let v = self.field(d, f, blk, &pos);
-            let v = self.vshl(v, i64::from(f.at));
+            let v = match self.placed(d, f, blk, &pos) {
+                Some(v) => v,
+                None => {
+                    let v = self.field(d, f, blk, &pos);
+                    self.vshl(v, i64::from(f.at))
+                }
+            };
             q = Some(match q {
                 None => v,
                 Some(q) => self.b.ins().iadd(q, v),
@@ -93,6 +98,79 @@ impl Emit<'_> {
         self.b.ins().fsub(x, bias)
     }
 
+    /// A plain field (no table, not signed) whose lanes sit in one 16-byte window,
+    /// put straight at its place `at`, without [`field`](Self::field)'s emulated
+    /// byte shifts; `None` for any other field.
+    /// - Lanes at one shift: the bits masked where they are, then moved by one
+    ///   16-bit shift. Nothing crosses into the next byte: the mask keeps bits
+    ///   `shift..shift + bits` and `at + bits <= 8`.
+    /// - A one-bit field at per-lane shifts: each lane's byte tested against its
+    ///   bit (`hit == bit`), the all-ones result masked to `1 << at`.
+    fn placed(
+        &mut self,
+        d: &BlockDecl,
+        f: &Field,
+        blk: Value,
+        pos: &[(usize, usize)],
+    ) -> Option<Value> {
+        let (bits, at) = (usize::from(f.bits), usize::from(f.at));
+        let lo = pos.iter().map(|p| p.0).min()?;
+        let hi = pos.iter().map(|p| p.0).max()?;
+        let same_shift = pos.iter().all(|p| p.1 == pos[0].1);
+        let fits = pos.iter().all(|p| p.1 + bits <= 8) && at + bits <= 8;
+        let plain = f.lut.is_none() && !f.signed;
+        if !plain || !fits || hi - lo >= 16 || d.block_bytes < 16 || !(same_shift || bits == 1) {
+            return None;
+        }
+        let v = self.window(d, blk, pos, lo);
+        if same_shift {
+            let shift = pos[0].1;
+            let m = self.splat_c(types::I8X16, ((1u64 << bits) - 1) << shift);
+            let v = self.b.ins().band(v, m);
+            return Some(self.shift16(v, at as i64 - shift as i64));
+        }
+        let sel: Vec<u8> = (0..16)
+            .map(|l| pos.get(l).map_or(0, |p| 1u8 << p.1))
+            .collect();
+        let sel = self.vconst_bytes(types::I8X16, sel);
+        let hit = self.b.ins().band(v, sel);
+        let set = self.b.ins().icmp(IntCC::Equal, hit, sel);
+        let at = self.splat_c(types::I8X16, 1u64 << at);
+        Some(self.b.ins().band(set, at))
+    }
+
+    /// `v`'s 16-bit lanes shifted left by `by` (right for a negative `by`).
+    fn shift16(&mut self, v: Value, by: i64) -> Value {
+        if by == 0 {
+            return v;
+        }
+        let w = self.b.ins().bitcast(types::I16X8, lanes(), v);
+        let w = if by > 0 {
+            self.vshl(w, by)
+        } else {
+            self.vushr(w, -by)
+        };
+        self.b.ins().bitcast(types::I8X16, lanes(), w)
+    }
+
+    /// The bytes at `pos` in lane order, from the 16-byte window of the block that
+    /// starts at `lo` (or ends at the block's end).
+    fn window(&mut self, d: &BlockDecl, blk: Value, pos: &[(usize, usize)], lo: usize) -> Value {
+        // A window of 16 bytes inside the block (`BlockDecl::check`: every lane's
+        // byte is in the block) that holds every lane's byte (callers check).
+        let s = lo.min(d.block_bytes - 16);
+        let w = self.b.ins().load(types::I8X16, mem(), blk, s as i32);
+        let idx: Vec<u8> = (0..16)
+            .map(|l| pos.get(l).map_or(0x80, |p| (p.0 - s) as u8))
+            .collect();
+        let in_order = pos.iter().enumerate().all(|(l, p)| p.0 - s == l);
+        if in_order {
+            w
+        } else {
+            self.shuffle_bytes(w, idx)
+        }
+    }
+
     /// Field `f`'s value (bits, sign-extended or looked up) for lanes at byte and
     /// shift `pos`, in I8X16 byte lanes.
     fn field(&mut self, d: &BlockDecl, f: &Field, blk: Value, pos: &[(usize, usize)]) -> Value {
@@ -101,19 +179,7 @@ impl Emit<'_> {
         let hi = pos.iter().map(|p| p.0).max().expect("a chunk has lanes");
         let same_shift = pos.iter().all(|p| p.1 == pos[0].1);
         let v = if hi - lo < 16 && d.block_bytes >= 16 && (same_shift || bits == 1) {
-            // A window of 16 bytes inside the block (`BlockDecl::check`: every lane's
-            // byte is in the block) that holds every lane's byte.
-            let s = lo.min(d.block_bytes - 16);
-            let w = self.b.ins().load(types::I8X16, mem(), blk, s as i32);
-            let idx: Vec<u8> = (0..16)
-                .map(|l| pos.get(l).map_or(0x80, |p| (p.0 - s) as u8))
-                .collect();
-            let in_order = pos.iter().enumerate().all(|(l, p)| p.0 - s == l);
-            let v = if in_order {
-                w
-            } else {
-                self.shuffle_bytes(w, idx)
-            };
+            let v = self.window(d, blk, pos, lo);
             if same_shift {
                 self.bits_of(v, pos[0].1, bits)
             } else {
