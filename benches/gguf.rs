@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dq::case::Rng;
-use dq::formats::gguf::{GgmlType, Gguf};
+use dq::formats::gguf::{GgmlType, Gguf, one_tensor_file};
 use dq::{Backend, Options};
 use dq_runtime::block::{ParamNode, gguf};
 
@@ -44,24 +44,6 @@ fn blocks(rng: &mut Rng, ty: GgmlType) -> Vec<u8> {
     bytes
 }
 
-/// A GGUF v3 file with one tensor `w` of type `ty`, `ne = [COLS, ROWS]`.
-fn file(ty: GgmlType, data: &[u8]) -> Vec<u8> {
-    let mut f = b"GGUF".to_vec();
-    f.extend(3u32.to_le_bytes());
-    f.extend(1u64.to_le_bytes()); // tensors
-    f.extend(0u64.to_le_bytes()); // metadata entries
-    f.extend(1u64.to_le_bytes()); // name length
-    f.push(b'w');
-    f.extend(2u32.to_le_bytes());
-    f.extend((COLS as u64).to_le_bytes());
-    f.extend((ROWS as u64).to_le_bytes());
-    f.extend(ty.id().to_le_bytes());
-    f.extend(0u64.to_le_bytes()); // offset
-    f.resize(f.len().next_multiple_of(32), 0);
-    f.extend_from_slice(data);
-    f
-}
-
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("gguf");
     group
@@ -78,7 +60,7 @@ fn bench(c: &mut Criterion) {
     let mut out = vec![0f32; COLS * ROWS];
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_supported()) {
         let data = blocks(&mut rng, ty);
-        let bytes = file(ty, &data);
+        let bytes = one_tensor_file("w", ty, &[COLS as u64, ROWS as u64], &data);
         let g = Gguf::from_bytes(&bytes).expect("the file this bench wrote");
         let t = &g.tensors()[0];
         group.throughput(Throughput::Bytes((data.len() + out_bytes) as u64));

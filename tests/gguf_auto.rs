@@ -4,12 +4,12 @@
 
 mod support;
 
-use dq::formats::gguf::{GgmlType, Gguf};
+use dq::formats::gguf::{GgmlType, Gguf, one_tensor_file};
 use dq::formats::race;
 use dq::{Backend, Options};
 use half::f16;
 use support::Rng;
-use support::gguf::{one_tensor_file, random_blocks};
+use support::gguf::random_blocks;
 
 const COLS: u64 = 4096;
 /// COLS * ROWS = 2^20 elements: the race's threshold.
@@ -27,7 +27,7 @@ fn auto_races_then_keeps_one_backend_with_the_same_bits() {
     let mut rng = Rng::new(0x5eed);
     for ty in [GgmlType::Q4_K, GgmlType::Q5_0] {
         let blocks = (COLS * ROWS) as usize / ty.block_size();
-        let file = one_tensor_file(ty, COLS, ROWS, &random_blocks(&mut rng, ty, blocks));
+        let file = one_tensor_file("w", ty, &[COLS, ROWS], &random_blocks(&mut rng, ty, blocks));
         let g = Gguf::from_bytes(&file).unwrap();
         let t = &g.tensors()[0];
         let n = (COLS * ROWS) as usize;
@@ -67,7 +67,7 @@ fn auto_races_then_keeps_one_backend_with_the_same_bits() {
 fn small_tensors_are_not_raced() {
     let ty = GgmlType::Q8_0;
     let mut rng = Rng::new(3);
-    let file = one_tensor_file(ty, 256, 4, &random_blocks(&mut rng, ty, 32));
+    let file = one_tensor_file("w", ty, &[256, 4], &random_blocks(&mut rng, ty, 32));
     let g = Gguf::from_bytes(&file).unwrap();
     let t = &g.tensors()[0];
     let auto = Options {

@@ -83,22 +83,3 @@ pub fn every_byte_blocks(ty: GgmlType) -> Vec<u8> {
     }
     bytes
 }
-
-/// A GGUF v3 file holding one tensor `w` of type `ty`, `ne = [cols, rows]`, whose
-/// blocks are `data`.
-pub fn one_tensor_file(ty: GgmlType, cols: u64, rows: u64, data: &[u8]) -> Vec<u8> {
-    let mut f = b"GGUF".to_vec();
-    f.extend(3u32.to_le_bytes());
-    f.extend(1u64.to_le_bytes()); // tensors
-    f.extend(0u64.to_le_bytes()); // metadata entries
-    f.extend(1u64.to_le_bytes()); // name length
-    f.push(b'w');
-    f.extend(2u32.to_le_bytes());
-    f.extend(cols.to_le_bytes());
-    f.extend(rows.to_le_bytes());
-    f.extend(ty.id().to_le_bytes());
-    f.extend(0u64.to_le_bytes()); // data offset
-    f.resize(f.len().next_multiple_of(32), 0);
-    f.extend_from_slice(data);
-    f
-}

@@ -45,6 +45,7 @@ mod parse;
 pub mod reference;
 mod tensor;
 mod types;
+mod write;
 
 use std::fs::File;
 use std::path::Path;
@@ -57,6 +58,7 @@ pub use metadata::{MAX_NESTING, MetaArray, MetaValue, ValueType};
 pub use parse::DEFAULT_ALIGNMENT;
 pub use tensor::{MAX_DIMS, TensorInfo};
 pub use types::{GgmlType, TypeTraits};
+pub use write::one_tensor_file;
 
 use cursor::Cursor;
 use parse::Index;

@@ -17,7 +17,7 @@ use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
     BlockQ8_0, GgmlType,
 };
-use dq::formats::gguf::Gguf;
+use dq::formats::gguf::{GgmlType as DqType, Gguf, one_tensor_file};
 use dq::{Backend, Options};
 
 /// One row of the table.
@@ -129,7 +129,9 @@ fn dq_times(
     ys: &mut [f32],
     t: Duration,
 ) -> Vec<(Backend, Result<f64, String>)> {
-    let file = gguf(id, n, data);
+    let ty = DqType::from_id(id).expect("a GGUF type id");
+    let cols = 4096.min(n) as u64;
+    let file = one_tensor_file("w", ty, &[cols, n as u64 / cols], data);
     let g = Gguf::from_bytes(&file).expect("the GGUF this program wrote");
     let info = &g.tensors()[0];
     [Backend::Reference, Backend::Generated, Backend::Jit]
@@ -148,25 +150,6 @@ fn dq_times(
             (b, r)
         })
         .collect()
-}
-
-/// A GGUF v3 file with one tensor `w` of `n` elements, `ne = [4096, n / 4096]`.
-fn gguf(id: u32, n: usize, data: &[u8]) -> Vec<u8> {
-    let cols = 4096.min(n) as u64;
-    let mut f = b"GGUF".to_vec();
-    f.extend(3u32.to_le_bytes());
-    f.extend(1u64.to_le_bytes()); // tensors
-    f.extend(0u64.to_le_bytes()); // metadata
-    f.extend(1u64.to_le_bytes());
-    f.push(b'w');
-    f.extend(2u32.to_le_bytes());
-    f.extend(cols.to_le_bytes());
-    f.extend((n as u64 / cols).to_le_bytes());
-    f.extend(id.to_le_bytes());
-    f.extend(0u64.to_le_bytes());
-    f.resize(f.len().next_multiple_of(32), 0);
-    f.extend_from_slice(data);
-    f
 }
 
 /// The block bytes of `xs` quantized by candle as type `T`.
