@@ -61,7 +61,7 @@ fn main() {
         let mut src = vec![0u8; total as usize / 2];
         src.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8);
         let mut dst = vec![0u8; src.len()];
-        // Warm-up (the generated kernel races its two forms on its first calls).
+        // Warm-up (the generated kernel races its forms on its first calls).
         for _ in 0..4 {
             gk.run(&bytes, &mut out).unwrap();
         }

@@ -24,7 +24,7 @@ mod plain;
 pub mod race;
 
 pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, ParamNode};
-pub use driver::{Block, MAX_RUN};
+pub use driver::{Block, MAX_RUN, form};
 pub use params::{e8m0_half, f16_to_f32};
 
 use crate::arch::{self, Isa};
@@ -58,13 +58,13 @@ pub trait Decode {
     fn decode(bytes: &[u8], out: &mut [f32]);
 }
 
-/// A declared block type through the driver; `FUSED` picks its one-pass form.
-pub struct Declared<D, const FUSED: bool = false>(core::marker::PhantomData<D>);
+/// A declared block type through the driver, in form `FORM` ([`form`]).
+pub struct Declared<D, const FORM: usize = 0>(core::marker::PhantomData<D>);
 
-impl<D: Block, const FUSED: bool> Decode for Declared<D, FUSED> {
+impl<D: Block, const FORM: usize> Decode for Declared<D, FORM> {
     #[inline(always)]
     fn decode(bytes: &[u8], out: &mut [f32]) {
-        driver::decode::<D, FUSED>(bytes, out);
+        driver::decode::<D, FORM>(bytes, out);
     }
 }
 
@@ -107,8 +107,9 @@ impl Fns {
     }
 }
 
-/// One block type compiled for every ISA, in one or two forms (a declared type:
-/// integers through an array, or fused with the formula). The forms give the same
+/// One block type compiled for every ISA, in one form (a plain float type) or
+/// [`form::COUNT`] (a declared type: integers through an array, or fused with the
+/// formula, its runs opaque to LLVM or not). The forms give the same
 /// bits; [`run_on`](BlockKernel::run_on) times both on its first large calls
 /// and keeps the faster, per type and ISA.
 #[derive(Clone, Copy, Debug)]
@@ -122,7 +123,7 @@ pub struct BlockKernel {
     /// The declaration, or `None` for a plain float type (F32, F16, BF16: a direct
     /// conversion).
     pub decl: Option<&'static BlockDecl>,
-    forms: [Fns; 2],
+    forms: [Fns; form::COUNT],
     count: usize,
 }
 
@@ -132,10 +133,11 @@ impl BlockKernel {
         let d = &D::DECL;
         BlockKernel {
             forms: [
-                Fns::of::<Declared<D, false>>(),
-                Fns::of::<Declared<D, true>>(),
+                Fns::of::<Declared<D, { form::ARRAY }>>(),
+                Fns::of::<Declared<D, { form::FUSED }>>(),
+                Fns::of::<Declared<D, { form::FUSED_OPEN }>>(),
             ],
-            count: 2,
+            count: form::COUNT,
             ..Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))
         }
     }
@@ -152,12 +154,12 @@ impl BlockKernel {
             block_bytes,
             block_elems,
             decl,
-            forms: [Fns::of::<K>(); 2],
+            forms: [Fns::of::<K>(); form::COUNT],
             count: 1,
         }
     }
 
-    /// How many forms the type is compiled in (1 or 2).
+    /// How many forms the type is compiled in (1 or [`form::COUNT`]).
     pub fn forms(&self) -> usize {
         self.count
     }

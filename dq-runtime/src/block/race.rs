@@ -1,37 +1,40 @@
 //! Which form of a block kernel runs, per type and ISA, chosen by timing real calls.
 //!
-//! The two forms of a declared type (integers through an array, or fused with the
-//! formula) give the same bits, but which one LLVM vectorizes better depends on
-//! the declaration and the CPU: measured on AMD EPYC (Zen 3), one thread, 16M
-//! elements, the array form ran Q4_0 at 19.5 GB/s against 10.5 fused, and Q5_1 at
-//! 8.2 against 11.9 fused. So the first large calls of each (type, ISA) take the
-//! forms in turn, [`ROUNDS`] timed calls each, and the faster by median is kept.
+//! The forms of a declared type ([`form`]) give the same bits, but which one LLVM
+//! compiles best depends on the declaration, the ISA and the CPU. Measured in
+//! cache, one thread: on AMD EPYC (Zen 3, AVX2) the array form ran Q4_0 at 19.5
+//! GB/s against 10.5 fused; on Zen 4 (AVX-512) the array form was the slowest for
+//! every type, opaque runs kept Q4_0, Q5_0 and Q2_K 3-6x faster than open ones, and
+//! open runs Q4_1, Q5_1 and MXFP4 1.2-1.5x faster than opaque ones. So the first
+//! large calls of each (type, ISA) take the forms in turn, [`ROUNDS`] timed calls
+//! each, and the fastest by median is kept.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::form;
 use crate::arch::Isa;
 
 /// Calls of fewer elements are not timed (their times are noise): they run
 /// [`untimed_form`].
 pub const MIN_ELEMENTS: usize = 1 << 16;
 
-/// The form untimed calls run before the race of their (type, ISA) is over: the
-/// fused one. Measured on AMD EPYC (Zen 4), one thread, 16M elements, it was the
-/// faster for every declared type on both the AVX2 and the AVX-512 code (array
-/// form 1.1-9.4 GB/s, fused 9-22), so a small tensor no longer pays up to 15x
-/// for coming first.
-pub const UNRACED_FORM: usize = 1;
+/// The form untimed calls run before the race of their (type, ISA) is over, and
+/// the one another form must beat by [`MARGIN_PERCENT`]: fused with opaque runs.
+/// Measured on AMD EPYC (Zen 4), one thread, 16M elements, it was faster than the
+/// array form for every declared type on both the AVX2 and the AVX-512 code (array
+/// form 1.1-9.4 GB/s, fused 9-22), and never far behind the open runs.
+pub const UNRACED_FORM: usize = form::FUSED;
 
 /// Timed calls per form before the choice is made.
 pub const ROUNDS: usize = 3;
 
-/// The fused form replaces the array form only when its median time per element
-/// is lower by more than this many percent.
+/// Another form replaces [`UNRACED_FORM`] only when its median time per element is
+/// lower by more than this many percent.
 pub const MARGIN_PERCENT: f64 = 5.0;
 
 /// ns per element of each form's timed calls.
-type Samples = [Vec<f64>; 2];
+type Samples = [Vec<f64>; form::COUNT];
 
 /// The races by (type, ISA): the samples so far, or the form chosen.
 type Races = HashMap<(&'static str, Isa), Result<usize, Samples>>;
@@ -43,9 +46,14 @@ pub(super) fn next(name: &'static str, isa: Isa) -> (usize, bool) {
     let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
     match races.get_or_insert_with(HashMap::new).get(&(name, isa)) {
         Some(Ok(form)) => (*form, false),
-        Some(Err(s)) => (usize::from(s[1].len() < s[0].len()), true),
+        Some(Err(s)) => (fewest(s), true),
         None => (0, true),
     }
+}
+
+/// The first form with the fewest samples.
+fn fewest(s: &Samples) -> usize {
+    (0..form::COUNT).min_by_key(|&f| s[f].len()).unwrap_or(0)
 }
 
 /// The form an untimed call of `name` on `isa` runs: the race's choice once it is
@@ -61,7 +69,7 @@ pub(super) fn report(name: &'static str, isa: Isa, form: usize, ns_per_element: 
         .entry((name, isa))
         .or_insert_with(|| Err(Default::default()));
     if let Err(s) = entry {
-        s[form & 1].push(ns_per_element);
+        s[form % form::COUNT].push(ns_per_element);
         if s.iter().all(|v| v.len() >= ROUNDS) {
             *entry = Ok(choose(s));
         }
@@ -77,58 +85,71 @@ pub fn chosen(name: &'static str, isa: Isa) -> Option<usize> {
     }
 }
 
-/// 1 (fused) when its median beats the array form's by more than the margin.
+/// The form with the lowest median, if it beats [`UNRACED_FORM`]'s by more than
+/// the margin; else [`UNRACED_FORM`].
 pub fn choose(s: &Samples) -> usize {
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(f64::INFINITY)
     };
-    usize::from(median(&s[1]) < median(&s[0]) * (1.0 - MARGIN_PERCENT / 100.0))
+    let m: Vec<f64> = s.iter().map(|v| median(v)).collect();
+    let best = (0..form::COUNT)
+        .min_by(|&a, &b| m[a].total_cmp(&m[b]))
+        .unwrap_or(UNRACED_FORM);
+    if m[best] < m[UNRACED_FORM] * (1.0 - MARGIN_PERCENT / 100.0) {
+        best
+    } else {
+        UNRACED_FORM
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_fused_form_wins_only_beyond_the_margin() {
-        let s = |a: f64, b: f64| [vec![a, a * 3.0, a], vec![b, b, b * 3.0]];
-        assert_eq!(choose(&s(1.0, 0.5)), 1);
-        assert_eq!(choose(&s(1.0, 0.96)), 0);
-        assert_eq!(choose(&s(1.0, 0.94)), 1);
-        assert_eq!(choose(&s(0.5, 1.0)), 0);
+    /// Samples whose medians are `m` (each with an outlier that must not count).
+    fn samples(m: [f64; form::COUNT]) -> Samples {
+        m.map(|x| vec![x, x * 3.0, x])
     }
 
     #[test]
-    fn both_forms_are_timed_then_the_choice_sticks() {
+    fn another_form_wins_only_beyond_the_margin() {
+        let u = UNRACED_FORM;
+        let with = |other: usize, x: f64| {
+            let mut m = [1.0; form::COUNT];
+            m[other] = x;
+            m
+        };
+        for other in (0..form::COUNT).filter(|&f| f != u) {
+            assert_eq!(choose(&samples(with(other, 0.5))), other);
+            assert_eq!(choose(&samples(with(other, 0.96))), u);
+            assert_eq!(choose(&samples(with(other, 0.94))), other);
+            assert_eq!(choose(&samples(with(other, 2.0))), u);
+        }
+        let mut m = [1.0; form::COUNT];
+        m[form::ARRAY] = 0.5;
+        m[form::FUSED_OPEN] = 0.4;
+        assert_eq!(choose(&samples(m)), form::FUSED_OPEN, "the fastest of all");
+    }
+
+    #[test]
+    fn every_form_is_timed_then_the_choice_sticks() {
         let (name, isa) = ("race-test", Isa::Portable);
-        let mut seen = [0; 2];
-        for _ in 0..2 * ROUNDS {
+        let mut seen = [0; form::COUNT];
+        for _ in 0..form::COUNT * ROUNDS {
             assert_eq!(chosen(name, isa), None);
+            assert_eq!(untimed_form(name, isa), UNRACED_FORM, "before the choice");
             let (form, timed) = next(name, isa);
             assert!(timed);
             seen[form] += 1;
-            report(name, isa, form, if form == 1 { 1.0 } else { 2.0 });
+            report(name, isa, form, if form == 2 { 1.0 } else { 2.0 });
         }
-        assert_eq!(untimed_form(name, isa), UNRACED_FORM, "before the choice");
-        assert_eq!(seen, [ROUNDS; 2]);
-        assert_eq!(next(name, isa), (1, false));
-        assert_eq!(chosen(name, isa), Some(1));
+        assert_eq!(seen, [ROUNDS; form::COUNT]);
+        assert_eq!(next(name, isa), (2, false));
+        assert_eq!(chosen(name, isa), Some(2));
+        assert_eq!(untimed_form(name, isa), 2);
         report(name, isa, 0, 0.1);
-        assert_eq!(chosen(name, isa), Some(1));
-    }
-
-    #[test]
-    fn untimed_calls_follow_a_settled_race() {
-        let (name, isa) = ("race-test-array", Isa::Portable);
-        assert_eq!(untimed_form(name, isa), 1);
-        for _ in 0..ROUNDS {
-            for form in 0..2 {
-                report(name, isa, form, if form == 0 { 1.0 } else { 2.0 });
-            }
-        }
-        assert_eq!(chosen(name, isa), Some(0));
-        assert_eq!(untimed_form(name, isa), 0);
+        assert_eq!(chosen(name, isa), Some(2));
     }
 }
