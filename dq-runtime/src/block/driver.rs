@@ -2,12 +2,16 @@
 //! declaration (its associated const, folded by LLVM) and compiled once per ISA
 //! with `#[target_feature]`.
 //!
-//! Per block: (a) the parameter program fills per-group f32 scratch; (b) each field
-//! view adds its bits into the block's integers, a run of inner-digit elements at a
-//! time (contiguous: vectorizes); (c) the formula is evaluated node by node over each
-//! run with that run's group parameters constant (vectorizes), into the output.
+//! Per block: (a) the parameter program fills per-group f32 scratch; (b) for each
+//! run of inner-digit elements (contiguous: vectorizes), each element's integer is
+//! assembled from its fields' bits and the formula evaluated node by node with the
+//! run's group parameters constant, into the output.
+//!
+//! An earlier form assembled a whole block's integers into an array before the
+//! formula: on AMD EPYC (Zen 4) it was 3-20x slower than the one-pass forms for
+//! every declared type on both AVX2 and AVX-512 code, and was removed.
 
-use super::decl::{BlockDecl, BlockNode, MAX_ELEMS, MAX_GROUPS, MAX_NODES, MAX_PARAMS};
+use super::decl::{BlockDecl, BlockNode, MAX_GROUPS, MAX_NODES, MAX_PARAMS};
 use super::params;
 
 /// A block type the driver is monomorphized for.
@@ -22,15 +26,13 @@ pub const MAX_RUN: usize = 32;
 /// The forms a declared type is compiled in (same bits; which is fastest depends on
 /// the declaration and the CPU, so [`BlockKernel`](super::BlockKernel) times them).
 pub mod form {
-    /// Each block's integers assembled into an array, then the formula over it.
-    pub const ARRAY: usize = 0;
-    /// Each element's integer and value in one pass, runs indexed opaquely (LLVM
-    /// cannot vectorize across runs, which on AVX-512 it does with gathers).
-    pub const FUSED: usize = 1;
-    /// One pass, runs left to LLVM (vectorized across runs where it chooses).
-    pub const FUSED_OPEN: usize = 2;
+    /// Runs indexed opaquely (LLVM cannot vectorize across runs, which on AVX-512
+    /// it does with gathers), a field's contiguous bytes copied whole per run.
+    pub const OPAQUE: usize = 0;
+    /// Runs left to LLVM (vectorized across runs where it chooses).
+    pub const OPEN: usize = 1;
     /// How many forms there are.
-    pub const COUNT: usize = 3;
+    pub const COUNT: usize = 2;
 }
 
 /// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked)
@@ -46,32 +48,7 @@ pub(crate) fn decode<D: Block, const FORM: usize>(bytes: &[u8], out: &mut [f32])
     let d = &D::DECL;
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        match FORM {
-            form::ARRAY => decode_block::<D>(block, out),
-            _ => fused_block::<D>(block, out, FORM == form::FUSED),
-        }
-    }
-}
-
-#[inline(always)]
-fn decode_block<D: Block>(block: &[u8], out: &mut [f32]) {
-    let d = &D::DECL;
-    let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
-    params::eval(d, block, &mut p);
-    let mut q = [d.offset; MAX_ELEMS];
-    let inner = d.inner();
-    let runs = d.block_elems / inner;
-    for r in 0..runs {
-        // Opaque run index: else LLVM vectorizes across runs, and its AVX-512 code
-        // gathers each run's bytes and parameters (5-7x slower on AMD Zen 4).
-        let r = core::hint::black_box(r);
-        let q = &mut q[r * inner..][..inner];
-        assemble::<D>(block, r, q);
-        let out = &mut out[r * inner..][..inner];
-        let p = &p[group::<D>(r)];
-        for (y, &q) in out.iter_mut().zip(q.iter()) {
-            *y = value::<D>(q, p);
-        }
+        fused_block::<D>(block, out, FORM == form::OPAQUE);
     }
 }
 
@@ -82,7 +59,7 @@ fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool) {
     params::eval(d, block, &mut p);
     let inner = d.inner();
     for r in 0..d.block_elems / inner {
-        // Opaque run index (as in `decode_block`), or not: measured on AMD EPYC
+        // Opaque run index, or not: measured on AMD EPYC
         // (Zen 4) AVX-512, in cache, opaque runs kept Q4_0, Q5_0 and Q2_K 3-6x
         // faster, open ones Q4_1, Q5_1 and MXFP4 1.2-1.5x faster.
         let r = if opaque { core::hint::black_box(r) } else { r };
@@ -175,33 +152,6 @@ fn dot(digits: &[usize], coef: &[usize], r: usize) -> usize {
 #[inline(always)]
 fn group<D: Block>(r: usize) -> usize {
     dot(D::DECL.digits, D::DECL.group, r)
-}
-
-/// Adds each field's bits of run `r` into `q`.
-#[inline(always)]
-fn assemble<D: Block>(block: &[u8], r: usize, q: &mut [i32]) {
-    let d = &D::DECL;
-    let n = d.digits.len();
-    for f in d.fields {
-        let byte = f.byte + dot(d.digits, f.byte_stride, r);
-        let shift = usize::from(f.shift) + dot_u8(d.digits, f.shift_stride, r);
-        let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
-        let mask = (1i32 << f.bits) - 1;
-        if f.wide(d.digits) {
-            // Bits past the first byte: one 32-bit window for the run (no byte stride).
-            let w = window(block, byte);
-            for (l, q) in q.iter_mut().enumerate() {
-                let v = (w >> (shift + l * ss)) as i32 & mask;
-                *q += field_value(f, v) << f.at;
-            }
-            continue;
-        }
-        let src = &block[byte..=byte + (q.len() - 1) * bs];
-        for (l, q) in q.iter_mut().enumerate() {
-            let v = i32::from(src[l * bs]) >> (shift + l * ss) & mask;
-            *q += field_value(f, v) << f.at;
-        }
-    }
 }
 
 /// The little-endian 32 bits at `byte` of `block` (zeros past its end).

@@ -108,8 +108,8 @@ impl Fns {
 }
 
 /// One block type compiled for every ISA, in one form (a plain float type) or
-/// [`form::COUNT`] (a declared type: integers through an array, or fused with the
-/// formula, its runs opaque to LLVM or not). The forms give the same
+/// [`form::COUNT`] (a declared type: its runs opaque to LLVM or not). The forms
+/// give the same
 /// bits; [`run_on`](BlockKernel::run_on) times both on its first large calls
 /// and keeps the faster, per type and ISA.
 #[derive(Clone, Copy, Debug)]
@@ -133,9 +133,8 @@ impl BlockKernel {
         let d = &D::DECL;
         BlockKernel {
             forms: [
-                Fns::of::<Declared<D, { form::ARRAY }>>(),
-                Fns::of::<Declared<D, { form::FUSED }>>(),
-                Fns::of::<Declared<D, { form::FUSED_OPEN }>>(),
+                Fns::of::<Declared<D, { form::OPAQUE }>>(),
+                Fns::of::<Declared<D, { form::OPEN }>>(),
             ],
             count: form::COUNT,
             ..Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))
