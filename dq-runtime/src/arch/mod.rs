@@ -292,6 +292,18 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// `p` is valid for writing `LANES` bf16.
     unsafe fn store_bf16(self, p: *mut u8, y: Self::Float);
+    /// Stores `a` then `b` as bf16, as two [`store_bf16`](Self::store_bf16) do.
+    ///
+    /// # Safety
+    /// `p` is valid for writing `2 * LANES` bf16.
+    #[inline(always)]
+    unsafe fn store_bf16x2(self, p: *mut u8, a: Self::Float, b: Self::Float) {
+        // SAFETY: the first and second `LANES` bf16 of the caller's span.
+        unsafe {
+            self.store_bf16(p, a);
+            self.store_bf16(p.add(2 * Self::LANES), b);
+        }
+    }
     /// Orders earlier non-temporal stores before later stores.
     fn fence(self);
     /// Hints that the line holding `p` will be written soon. Any address is

@@ -196,7 +196,7 @@ unsafe fn elem<S: IntType, E: ExactInt, D: FloatType, F: Formula>(
     // SAFETY: in-view offsets (caller).
     unsafe {
         let q = S::load(c.src, so);
-        let y = apply::<S, F, _>(l, E::from_i64(q), E::from_i64(z), s);
+        let y = apply::<S, F, E, D::Work>(l, E::from_i64(q), E::from_i64(z), s);
         D::store(dst, dof, y);
     }
 }
@@ -798,7 +798,7 @@ where
             let y = match S::DECODE {
                 // The values of nibbles k..k + LANES: the table's entries.
                 Some(t) => float_src::<S, F, V>(v, v.load_f32(t.as_ptr().add(k).cast()), p.sv),
-                None => apply::<S, F, _>(v, S::load_vec(v, NIBBLES.as_ptr(), k), p.zv, p.sv),
+                None => F::eval(v, S::load_vec(v, NIBBLES.as_ptr(), k), p.zv, p.sv),
             };
             D::store_vec::<V>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
             k += V::LANES;
@@ -888,7 +888,7 @@ unsafe fn vec_at<V: Simd, S: IntType, F: Formula>(
         if S::DECODE.is_some() {
             float_src::<S, F, V>(v, S::load_float(v, src, o), s)
         } else {
-            apply::<S, F, V>(v, S::load_vec(v, src, o), z, s)
+            F::eval(v, S::load_vec(v, src, o), z, s)
         }
     }
 }
@@ -914,10 +914,25 @@ unsafe fn seg<V, S, D, F, P>(
     F: Formula,
     P: Params<V, D::Work>,
 {
-    // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
-    // and vectors of `LANES` elements (from an even nibble for 4-bit src).
+    // SAFETY: `split_seg` and `pairs` pass elements of the segment (caller):
+    // scalar ones, and vectors of `LANES` elements (from an even nibble for
+    // 4-bit src).
     unsafe {
         let (src, pf) = (c.src, c.prefetch);
+        if D::PAIR && !is_4bit(S::DTYPE) && n >= 2 * V::LANES {
+            return pairs::<V>(
+                n,
+                #[inline(always)]
+                |k| prefetch_dst::<V, D>(v, pf, dst, dof + k),
+                #[inline(always)]
+                |k| {
+                    let (z, s) = p.vec(v, k);
+                    vec_at::<V, S, F>(v, src, so + k, z, s)
+                },
+                #[inline(always)]
+                |k, y| D::store_vec2::<V>(v, dst, dof + k, y, F::QUIET),
+            );
+        }
         split_seg::<S>(
             (so, n),
             V::LANES,
@@ -934,6 +949,30 @@ unsafe fn seg<V, S, D, F, P>(
                 elem::<S, i64, D, F>(c, so + k, dst, dof + k, z, s)
             },
         );
+    }
+}
+
+/// The `n >= 2 * LANES` elements of a segment two vectors a step: `vec(k)` the
+/// results of elements `k..k + LANES`, `store(k, [vec(k), vec(k + LANES)])`;
+/// a last pair that would pass `n` ends at `n` instead, overlapping its
+/// predecessor (rewriting the same values). `at(k)` first, for each step.
+#[inline(always)]
+fn pairs<V: Simd>(
+    n: usize,
+    at: impl Fn(usize),
+    vec: impl Fn(usize) -> V::Float,
+    store: impl Fn(usize, [V::Float; 2]),
+) {
+    let step = 2 * V::LANES;
+    let mut k = 0;
+    loop {
+        at(k);
+        store(k, [vec(k), vec(k + V::LANES)]);
+        k += step;
+        if k >= n {
+            return;
+        }
+        k = k.min(n - step);
     }
 }
 

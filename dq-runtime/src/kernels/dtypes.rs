@@ -82,6 +82,21 @@ pub trait FloatType: 'static {
     /// # Safety
     /// `base` is valid for writing those elements; only when `VECTOR`.
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool);
+    /// True when [`store_vec2`](Self::store_vec2) is cheaper than two
+    /// [`store_vec`](Self::store_vec) (the vector loops then step by two vectors).
+    const PAIR: bool = false;
+    /// Stores `2 * V::LANES` results from element `o`: `y[0]`'s, then `y[1]`'s.
+    ///
+    /// # Safety
+    /// As [`store_vec`](Self::store_vec), for `2 * V::LANES` elements.
+    #[inline(always)]
+    unsafe fn store_vec2<V: Simd>(v: V, base: *mut u8, o: usize, y: [V::Float; 2], quiet: bool) {
+        // SAFETY: forwarded from the caller, one vector each.
+        unsafe {
+            Self::store_vec(v, base, o, y[0], quiet);
+            Self::store_vec(v, base, o + V::LANES, y[1], quiet);
+        }
+    }
     /// A 16-entry table of encoded dst values in registers.
     type Tab<V: Simd>: Copy;
     /// Elements per [`lut`](Self::lut) step: one vector of dst bytes.
@@ -418,6 +433,12 @@ impl FloatType for BF16 {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_bf16(base.add(o * 2), y) }
     }
+    const PAIR: bool = true;
+    #[inline(always)]
+    unsafe fn store_vec2<V: Simd>(v: V, base: *mut u8, o: usize, y: [V::Float; 2], _q: bool) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_bf16x2(base.add(o * 2), y[0], y[1]) }
+    }
     lut16_items!();
 }
 
@@ -492,6 +513,12 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool) {
         // SAFETY: forwarded from the caller.
         unsafe { D::store_vec(v, base, o, y, quiet) }
+    }
+    const PAIR: bool = D::PAIR;
+    #[inline(always)]
+    unsafe fn store_vec2<V: Simd>(v: V, base: *mut u8, o: usize, y: [V::Float; 2], quiet: bool) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::store_vec2(v, base, o, y, quiet) }
     }
     type Tab<V: Simd> = D::Tab<V>;
     #[inline(always)]
