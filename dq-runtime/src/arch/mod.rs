@@ -333,6 +333,19 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// `p` is valid for reading 32 bytes.
     unsafe fn tab16(self, p: *const u8) -> Self::Tab16;
+    /// The table of 16 bf16 entries `a` then `b` (with 16 lanes, `b` is `a`).
+    #[inline(always)]
+    fn tab16_bf16(self, a: Self::Float, b: Self::Float) -> Self::Tab16 {
+        #[repr(align(64))]
+        struct Buf([u8; 64]);
+        let mut buf = Buf([0; 64]);
+        // SAFETY: 2 * LANES bf16 (at most 64 bytes) into the buffer, whose
+        // first 32 bytes the table reads.
+        unsafe {
+            self.store_bf16x2(buf.0.as_mut_ptr(), a, b);
+            self.tab16(buf.0.as_ptr())
+        }
+    }
     /// Looks up `LANES` 4-bit values packed at `src` (low nibble first) in `t`
     /// and stores the `LANES` entries (one vector) at `dst`.
     ///

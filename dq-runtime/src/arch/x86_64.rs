@@ -729,6 +729,12 @@ unsafe impl Simd for Avx512 {
         unsafe { bf16::store_x2(p, a, b, self.cvt) }
     }
     #[inline(always)]
+    fn tab16_bf16(self, a: __m512, b: __m512) -> __m512i {
+        // SAFETY: AVX-512F/BW/DQ, and AVX512-BF16 when `cvt` (token). Entries
+        // 16..32 are `b`, which is `a` (caller).
+        unsafe { bf16::pack(a, b, self.cvt) }
+    }
+    #[inline(always)]
     fn fence(self) {
         // SAFETY: SSE present on every x86-64.
         unsafe { _mm_sfence() }

@@ -99,6 +99,12 @@ pub trait FloatType: 'static {
     }
     /// A 16-entry table of encoded dst values in registers.
     type Tab<V: Simd>: Copy;
+    /// Where [`PAIR`](Self::PAIR): the table of results `y[0]`, then `y[1]`
+    /// (with 16 lanes, `y[1]` is `y[0]`), made in registers.
+    fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> Self::Tab<V> {
+        let _ = (v, y);
+        unreachable!("only where PAIR")
+    }
     /// Elements per [`lut`](Self::lut) step: one vector of dst bytes.
     fn lut_step<V: Simd>() -> usize;
     /// Loads a table of 16 encoded dst values from `p`.
@@ -439,6 +445,10 @@ impl FloatType for BF16 {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_bf16x2(base.add(o * 2), y[0], y[1]) }
     }
+    #[inline(always)]
+    fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> V::Tab16 {
+        v.tab16_bf16(y[0], y[1])
+    }
     lut16_items!();
 }
 
@@ -521,6 +531,10 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
         unsafe { D::store_vec2(v, base, o, y, quiet) }
     }
     type Tab<V: Simd> = D::Tab<V>;
+    #[inline(always)]
+    fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> D::Tab<V> {
+        D::tab2(v, y)
+    }
     #[inline(always)]
     fn lut_step<V: Simd>() -> usize {
         D::lut_step::<V>()

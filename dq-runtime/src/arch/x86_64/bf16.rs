@@ -108,19 +108,26 @@ pub(super) unsafe fn pack_cvt(a: __m512, b: __m512) -> __m512i {
     }
 }
 
-/// Stores the bf16 of `a` then `b` (32 values) at `p`, by [`pack_cvt`] when
-/// `cvt` (from [`cvt_enabled`]), else by [`pack_int`].
+/// Stores the bf16 of `a` then `b` (32 values) at `p`: [`pack`].
 ///
 /// # Safety
 /// `p` is valid for writing 64 bytes; the CPU has AVX-512F, BW and DQ, and
-/// AVX512-BF16 when `cvt`.
+/// AVX512-BF16 when `cvt` (from [`cvt_enabled`]).
 #[inline(always)]
 pub(super) unsafe fn store_x2(p: *mut u8, a: __m512, b: __m512, cvt: bool) {
     // SAFETY: the features and `p` are the caller's.
-    unsafe {
-        let h = if cvt { pack_cvt(a, b) } else { pack_int(a, b) };
-        _mm512_storeu_si512(p.cast(), h)
-    }
+    unsafe { _mm512_storeu_si512(p.cast(), pack(a, b, cvt)) }
+}
+
+/// The bf16 of `a` (low 16 words) and `b` (high 16 words), by [`pack_cvt`] when
+/// `cvt`, else by [`pack_int`].
+///
+/// # Safety
+/// As [`store_x2`], without `p`.
+#[inline(always)]
+pub(super) unsafe fn pack(a: __m512, b: __m512, cvt: bool) -> __m512i {
+    // SAFETY: the features are the caller's.
+    unsafe { if cvt { pack_cvt(a, b) } else { pack_int(a, b) } }
 }
 
 #[cfg(test)]
