@@ -182,6 +182,7 @@ impl Avx2 {
 // SAFETY: `Avx2` values exist only after detection (`new`) or under the
 // `new_unchecked` contract.
 unsafe impl Simd for Avx2 {
+    type Nan = ();
     const LANES: usize = 8;
 
     #[inline(always)]
@@ -657,6 +658,36 @@ unsafe impl Simd for Avx512 {
     unsafe fn load_f8_e5m2(self, p: *const u8) -> __m512 {
         // SAFETY: 16 readable bytes at p (caller).
         unsafe { decode::e5m2(self, p) }
+    }
+    type Nan = __mmask32;
+    const NAN_MASKS: bool = true;
+    #[inline(always)]
+    unsafe fn load_f8_any(self, t: crate::DType, p: *const u8) -> __m512 {
+        // SAFETY: 16 readable bytes at p (caller).
+        unsafe {
+            match t {
+                crate::DType::F8E4M3 => decode::e4m3_any(self, p),
+                _ => self.load_f8_e5m2(p),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn nan_codes(self, t: crate::DType, p: *const u8) -> __mmask32 {
+        // SAFETY: 32 readable bytes at p (caller); AVX-512BW/VL (token).
+        unsafe {
+            let m = _mm256_and_si256(_mm256_loadu_si256(p.cast()), _mm256_set1_epi8(0x7f));
+            match t {
+                // e4m3: magnitude all ones; e5m2: above infinity's 0x7c.
+                crate::DType::F8E4M3 => _mm256_cmpeq_epi8_mask(m, _mm256_set1_epi8(0x7f)),
+                _ => _mm256_cmpgt_epu8_mask(m, _mm256_set1_epi8(0x7c)),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16x2_nan(self, p: *mut u8, a: __m512, b: __m512, nan: __mmask32) {
+        // SAFETY: 64 writable bytes at p (caller); AVX-512F/BW/DQ, and
+        // AVX512-BF16 when `cvt` (token).
+        unsafe { bf16::store_x2_nan(p, a, b, self.cvt, nan) }
     }
     #[inline(always)]
     fn f4_e2m1(self, n: __m512i) -> __m512 {

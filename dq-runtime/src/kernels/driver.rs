@@ -932,6 +932,24 @@ unsafe fn seg<V, S, D, F, P>(
     // 4-bit src).
     unsafe {
         let (src, pf) = (c.src, c.prefetch);
+        if let (true, true, Some(t)) = (D::PAIR && V::NAN_MASKS, S::NAN, S::DTYPE)
+            && n >= 2 * V::LANES
+        {
+            // An f8 src with NaN codes: they are found from the codes and
+            // replaced as the results are stored, not decoded as NaNs.
+            return pairs::<V>(
+                n,
+                #[inline(always)]
+                |k| prefetch_dst::<V, D>(v, pf, dst, dof + k),
+                #[inline(always)]
+                |k| F::eval_float(v, v.load_f8_any(t, src.add(so + k)), p.vec(v, k).1),
+                #[inline(always)]
+                |k, y| {
+                    let nan = v.nan_codes(t, src.add(so + k));
+                    D::store_vec2_nan::<V>(v, dst, dof + k, y, nan)
+                },
+            );
+        }
         if D::PAIR && !is_4bit(S::DTYPE) && n >= 2 * V::LANES {
             return pairs::<V>(
                 n,

@@ -97,6 +97,22 @@ pub trait FloatType: 'static {
             Self::store_vec(v, base, o + V::LANES, y[1], quiet);
         }
     }
+    /// As [`store_vec2`](Self::store_vec2), the lanes of `nan` as
+    /// [`NAN_BITS`](crate::minifloat::NAN_BITS); only where `PAIR` and
+    /// [`Simd::NAN_MASKS`].
+    ///
+    /// # Safety
+    /// As [`store_vec2`](Self::store_vec2).
+    unsafe fn store_vec2_nan<V: Simd>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: [V::Float; 2],
+        nan: V::Nan,
+    ) {
+        let _ = (v, base, o, y, nan);
+        unreachable!("only where PAIR")
+    }
     /// A 16-entry table of encoded dst values in registers.
     type Tab<V: Simd>: Copy;
     /// Where [`PAIR`](Self::PAIR): the table of results `y[0]`, then `y[1]`
@@ -446,6 +462,17 @@ impl FloatType for BF16 {
         unsafe { v.store_bf16x2(base.add(o * 2), y[0], y[1]) }
     }
     #[inline(always)]
+    unsafe fn store_vec2_nan<V: Simd>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: [V::Float; 2],
+        nan: V::Nan,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_bf16x2_nan(base.add(o * 2), y[0], y[1], nan) }
+    }
+    #[inline(always)]
     fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> V::Tab16 {
         v.tab16_bf16(y[0], y[1])
     }
@@ -531,6 +558,17 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
         unsafe { D::store_vec2(v, base, o, y, quiet) }
     }
     type Tab<V: Simd> = D::Tab<V>;
+    #[inline(always)]
+    unsafe fn store_vec2_nan<V: Simd>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: [V::Float; 2],
+        nan: V::Nan,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::store_vec2_nan(v, base, o, y, nan) }
+    }
     #[inline(always)]
     fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> D::Tab<V> {
         D::tab2(v, y)

@@ -14,6 +14,8 @@ use core::arch::asm;
 use core::arch::x86_64::*;
 use core::sync::atomic::{AtomicU8, Ordering};
 
+use crate::minifloat::NAN_BITS;
+
 /// True when the CPU has AVX512-BF16 and `DQ_BF16_CVT` is not `off` (checked
 /// once; the [`Avx512`](super::Avx512) token holds the answer).
 #[inline]
@@ -117,6 +119,21 @@ pub(super) unsafe fn pack_cvt(a: __m512, b: __m512) -> __m512i {
 pub(super) unsafe fn store_x2(p: *mut u8, a: __m512, b: __m512, cvt: bool) {
     // SAFETY: the features and `p` are the caller's.
     unsafe { _mm512_storeu_si512(p.cast(), pack(a, b, cvt)) }
+}
+
+/// As [`store_x2`], with the bf16 of [`NAN_BITS`] in the lanes of `nan`.
+///
+/// # Safety
+/// As [`store_x2`].
+#[inline(always)]
+pub(super) unsafe fn store_x2_nan(p: *mut u8, a: __m512, b: __m512, cvt: bool, nan: __mmask32) {
+    // The bf16 rounding of a NaN: its top half, quieted.
+    let q = (NAN_BITS >> 16) as i16 | 0x40;
+    // SAFETY: the features and `p` are the caller's.
+    unsafe {
+        let h = _mm512_mask_mov_epi16(pack(a, b, cvt), nan, _mm512_set1_epi16(q));
+        _mm512_storeu_si512(p.cast(), h)
+    }
 }
 
 /// The bf16 of `a` (low 16 words) and `b` (high 16 words), by [`pack_cvt`] when
