@@ -2,11 +2,12 @@
 //! values by bit manipulation, and the lanes whose code is a NaN.
 //!
 //! A code's exponent and mantissa bits move to an f32's, its exponent rebiased
-//! (subnormal codes by one exact subtraction, see [`Translator::decode_lanes`]);
+//! (subnormal codes by one exact subtraction and a minimum, see
+//! [`Translator::decode_lanes`]);
 //! f8_e5m2's all-ones exponent is infinity; NaN codes are left to the caller,
 //! whose result for them is [`NAN_BITS`] whatever the formula gives.
 
-use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::minifloat::NAN_BITS;
@@ -107,29 +108,33 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// The f32 bits (I32X4) of the codes `c` (each at the top of its lane) of a
-    /// float src with layout `l`, in integer arithmetic and one exact float
-    /// subtraction (never a subnormal operand, which costs x86 a slow assist);
+    /// float src with layout `l`, in integer arithmetic and exact float
+    /// operations (never a subnormal operand, which costs x86 a slow assist);
     /// and the codes' magnitude bits (exponent and mantissa, where the f32's are).
     ///
-    /// A normal code's exponent and mantissa bits, moved into place, plus the
-    /// rebiased exponent are its bits. A subnormal code `m * 2^(1 - bias - man)`
-    /// is `2^(1 - bias) * (1 + m / 2^man) - 2^(1 - bias)`: the first is those bits
-    /// with the exponent one up, the second the same with the mantissa cleared.
-    /// f8_e5m2's all-ones exponent gives infinity (NaN codes too: the caller
-    /// replaces those); the sign goes in last (a subnormal -0 stays -0).
+    /// A code's exponent and mantissa bits, moved into place, plus the rebiased
+    /// exponent are the bits of `n`, its value when the code is normal; with the
+    /// exponent one up they are `u = 2n`. A subnormal code `m * 2^(1 - bias - man)`
+    /// is `u - 2^(1 - bias)` (exact: `u` is below `2^(2 - bias)`), which is then
+    /// below `n`; for a normal code `u >= 2^(2 - bias)`, so `u - 2^(1 - bias) >= n`.
+    /// Either way the value is `min(n, u - 2^(1 - bias))` (one `minps`: no NaN
+    /// among them). f8_e5m2's all-ones exponent gives infinity (NaN codes too:
+    /// the caller replaces those); the sign goes in last (a subnormal -0 stays
+    /// -0).
     fn decode_lanes(&mut self, l: &Layout, c: Value) -> (Value, Value) {
         let pos = 23 - l.man;
         let mag = self.vushr(c, 32 - l.bits - pos);
         let mag = self.and_c(mag, ((1i64 << (l.bits - 1)) - 1) << pos);
         let normal = self.add_c(mag, (127 - l.bias) << 23);
         let up = self.add_c(normal, 1 << 23);
-        let one = self.and_c(up, 0x7f80_0000);
-        let (upf, onef) = (self.fbits(up), self.fbits(one));
-        let sub = self.b.ins().fsub(upf, onef);
-        let sub = self.b.ins().bitcast(types::I32X4, lanes(), sub);
-        let small = self.c32(types::I32X4, 1 << 23);
-        let is_sub = self.b.ins().icmp(IntCC::SignedLessThan, mag, small);
-        let mut v = self.sel(is_sub, sub, normal);
+        let (nf, upf) = (self.fbits(normal), self.fbits(up));
+        let one = self.vconst(types::F32X4, ((128 - l.bias) << 23) as u64);
+        let sub = self.b.ins().fsub(upf, one);
+        // `n < sub ? n : sub`, the pattern the backend lowers to one `minps`.
+        let lt = self.b.ins().fcmp(FloatCC::LessThan, nf, sub);
+        let lt = self.b.ins().bitcast(types::F32X4, lanes(), lt);
+        let v = self.b.ins().bitselect(lt, nf, sub);
+        let mut v = self.b.ins().bitcast(types::I32X4, lanes(), v);
         if self.spec.src == DType::F8E5M2 {
             // `mag >= inf_at` as one signed compare.
             let below_inf = self.c32(types::I32X4, (0x7c << pos) - 1);

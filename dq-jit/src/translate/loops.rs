@@ -344,7 +344,11 @@ impl<'a, 'f> Translator<'a, 'f> {
                 t.emit_byte_lookups(tab, sp, dp)
             });
         } else if self.lut_pays() {
-            let (tab, entries) = self.local_consts(|t| t.lut_table(sv, zv));
+            let (tab, entries) = if self.pow2_tables_pay() {
+                self.pow2_or_lut_table(s, (sv, zv))
+            } else {
+                self.local_consts(|t| t.lut_table(sv, zv))
+            };
             let full = full.map(|full| {
                 let (fast, slow) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(full, fast, &[], slow, &[]);

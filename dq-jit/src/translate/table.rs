@@ -5,9 +5,12 @@
 
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{Block, InstBuilder, StackSlotData, StackSlotKind, Value, types};
-use dq_runtime::DType;
+use cranelift_codegen::ir::{
+    Block, BlockArg, InstBuilder, StackSlotData, StackSlotKind, Value, types,
+};
+use dq_runtime::convert::f32_to_bf16_bits;
 use dq_runtime::minifloat::f4_e2m1_to_f32;
+use dq_runtime::{DType, STANDARD_FLOAT};
 
 use super::eval::Ints;
 use super::lane_loads::{MAGIC, bias};
@@ -113,16 +116,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             .collect();
         let w = self.spec.out_bytes();
         if w == 2 {
-            // v[0] = entries 0..8, v[1] = 8..16, two bytes each: low bytes to the
-            // low half, high bytes to the high half, then the halves paired up.
-            let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
-            let a = self.shuffle(v[0], v[0], split.clone());
-            let b = self.shuffle(v[1], v[1], split);
-            let planes = vec![
-                self.shuffle(a, b, (0..8).chain(16..24)),
-                self.shuffle(a, b, (8..16).chain(24..32)),
-            ];
-            return (planes, v);
+            return (self.planes16(&v), v);
         }
         // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
         let pick = |b: u8| {
@@ -141,6 +135,97 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.shuffle(hi01, hi23, (8..16).chain(24..32)),
         ];
         (planes, v)
+    }
+
+    /// The byte tables of 16 two-byte entries `v` (I8X16: entries 0..8, 8..16).
+    fn planes16(&mut self, v: &[Value]) -> Vec<Value> {
+        // Low bytes to the low half, high bytes to the high half, then the
+        // halves paired up.
+        let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
+        let a = self.shuffle(v[0], v[0], split.clone());
+        let b = self.shuffle(v[1], v[1], split);
+        vec![
+            self.shuffle(a, b, (0..8).chain(16..24)),
+            self.shuffle(a, b, (8..16).chain(24..32)),
+        ]
+    }
+
+    /// True when a table of f4_e2m1 results under `q * s` with e8m0 scales and
+    /// bf16 dst can be scale 1's table with the scale's exponent added (see
+    /// [`pow2_or_lut_table`](Self::pow2_or_lut_table)).
+    pub(super) fn pow2_tables_pay(&self) -> bool {
+        self.spec.src == DType::F4E2M1
+            && self.spec.scales == DType::E8M0
+            && self.spec.out() == DType::BF16
+            && self.spec.formula.nodes == STANDARD_FLOAT.nodes
+    }
+
+    /// [`lut_table`](Self::lut_table) of scale `s` (F32) and its splats `sv`,
+    /// `zv`, where [`pow2_tables_pay`](Self::pow2_tables_pay). An e8m0 scale
+    /// `2^k` with `-125 <= k <= 125` takes the bf16 bits of the codes' values
+    /// plus `k << 7` (nonzero codes): every product `x * 2^k` (`x` of 2
+    /// significant bits, `0.5 <= |x| <= 6`) is then a normal bf16, exactly. Any
+    /// other scale takes `lut_table`.
+    pub(super) fn pow2_or_lut_table(
+        &mut self,
+        s: Value,
+        (sv, zv): (Value, Value),
+    ) -> (Vec<Value>, Vec<Value>) {
+        let bits = self.b.ins().bitcast(types::I32, lanes(), s);
+        let e = self.b.ins().ushr_imm_s(bits, 23);
+        let d = self.b.ins().iadd_imm_s(e, -2);
+        let ok = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, d, 250);
+        let (fast, slow, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let params: Vec<Value> = (0..4)
+            .map(|_| self.b.append_block_param(join, types::I8X16))
+            .collect();
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        for (block, pow2) in [(fast, true), (slow, false)] {
+            self.b.switch_to_block(block);
+            let (planes, entries) = if pow2 {
+                self.local_consts(|t| t.pow2_table(bits))
+            } else {
+                self.local_consts(|t| t.lut_table(sv, zv))
+            };
+            let args: Vec<BlockArg> = planes.iter().chain(&entries).map(|&v| v.into()).collect();
+            self.b.ins().jump(join, &args);
+        }
+        self.b.switch_to_block(join);
+        (params[..2].to_vec(), params[2..].to_vec())
+    }
+
+    /// The table of the e8m0 scale with f32 bits `bits` (in the range of
+    /// [`pow2_or_lut_table`](Self::pow2_or_lut_table)), as `lut_table` returns
+    /// it for bf16.
+    fn pow2_table(&mut self, bits: Value) -> (Vec<Value>, Vec<Value>) {
+        // `k << 7`: the scale's bits from bit 16 up, less those of 1.0.
+        let k = self.b.ins().ushr_imm_s(bits, 16);
+        let k = self.b.ins().iadd_imm_s(k, -0x3f80);
+        let k = self.b.ins().ireduce(types::I16, k);
+        let k = self.b.ins().splat(types::I16X8, k);
+        let v: Vec<Value> = (0..2u8)
+            .map(|h| {
+                let codes = 8 * h..8 * h + 8;
+                let one = codes
+                    .clone()
+                    .flat_map(|c| f32_to_bf16_bits(f4_e2m1_to_f32(c)).to_le_bytes());
+                let nonzero =
+                    codes.flat_map(|c| u16::from(c & 7 != 0).wrapping_neg().to_le_bytes());
+                let one = self.vconst_lanes(types::I16X8, one.collect());
+                let nonzero = self.vconst_lanes(types::I16X8, nonzero.collect());
+                let add = self.b.ins().band(k, nonzero);
+                let x = self.b.ins().iadd(one, add);
+                self.b.ins().bitcast(types::I8X16, lanes(), x)
+            })
+            .collect();
+        (self.planes16(&v), v)
     }
 
     /// The address of the function's 128-byte stack slot (tables, and f16

@@ -265,6 +265,43 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// See [`load_s8`](Self::load_s8).
     unsafe fn load_f8_e5m2(self, p: *const u8) -> Self::Float;
+    /// A mask of `2 * LANES` lanes, for [`NAN_MASKS`](Self::NAN_MASKS).
+    type Nan: Copy;
+    /// True when an f8 src's NaN codes may be found from the codes and their
+    /// results replaced as they are stored ([`load_f8_any`](Self::load_f8_any),
+    /// [`nan_codes`](Self::nan_codes),
+    /// [`store_bf16x2_nan`](Self::store_bf16x2_nan)).
+    const NAN_MASKS: bool = false;
+    /// `LANES` f8 codes of dtype `t` (f8_e4m3 or f8_e5m2) at `p`, decoded as
+    /// [`load_f8_e4m3`](Self::load_f8_e4m3) / [`load_f8_e5m2`](Self::load_f8_e5m2)
+    /// do, except that a NaN code gives any value. Only where
+    /// [`NAN_MASKS`](Self::NAN_MASKS).
+    ///
+    /// # Safety
+    /// See [`load_s8`](Self::load_s8).
+    unsafe fn load_f8_any(self, t: crate::DType, p: *const u8) -> Self::Float {
+        let _ = (t, p);
+        unreachable!("only where NAN_MASKS")
+    }
+    /// Which of the `2 * LANES` f8 codes of dtype `t` at `p` are NaN. Only where
+    /// [`NAN_MASKS`](Self::NAN_MASKS).
+    ///
+    /// # Safety
+    /// `p` is valid for reading `2 * LANES` bytes.
+    unsafe fn nan_codes(self, t: crate::DType, p: *const u8) -> Self::Nan {
+        let _ = (t, p);
+        unreachable!("only where NAN_MASKS")
+    }
+    /// As [`store_bf16x2`](Self::store_bf16x2), with the bf16 of
+    /// [`NAN_BITS`](crate::minifloat::NAN_BITS) in the lanes of `nan`. Only where
+    /// [`NAN_MASKS`](Self::NAN_MASKS).
+    ///
+    /// # Safety
+    /// As [`store_bf16x2`](Self::store_bf16x2).
+    unsafe fn store_bf16x2_nan(self, p: *mut u8, a: Self::Float, b: Self::Float, nan: Self::Nan) {
+        let _ = (p, a, b, nan);
+        unreachable!("only where NAN_MASKS")
+    }
     /// The f4_e2m1 values of nibbles `n` (i32 lanes, `0..16`), exactly.
     fn f4_e2m1(self, n: Self::Int) -> Self::Float;
     /// `LANES` e8m0 scales at `p`, decoded exactly, `0xff` as
@@ -292,6 +329,18 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// `p` is valid for writing `LANES` bf16.
     unsafe fn store_bf16(self, p: *mut u8, y: Self::Float);
+    /// Stores `a` then `b` as bf16, as two [`store_bf16`](Self::store_bf16) do.
+    ///
+    /// # Safety
+    /// `p` is valid for writing `2 * LANES` bf16.
+    #[inline(always)]
+    unsafe fn store_bf16x2(self, p: *mut u8, a: Self::Float, b: Self::Float) {
+        // SAFETY: the first and second `LANES` bf16 of the caller's span.
+        unsafe {
+            self.store_bf16(p, a);
+            self.store_bf16(p.add(2 * Self::LANES), b);
+        }
+    }
     /// Orders earlier non-temporal stores before later stores.
     fn fence(self);
     /// Hints that the line holding `p` will be written soon. Any address is
@@ -321,6 +370,19 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// `p` is valid for reading 32 bytes.
     unsafe fn tab16(self, p: *const u8) -> Self::Tab16;
+    /// The table of 16 bf16 entries `a` then `b` (with 16 lanes, `b` is `a`).
+    #[inline(always)]
+    fn tab16_bf16(self, a: Self::Float, b: Self::Float) -> Self::Tab16 {
+        #[repr(align(64))]
+        struct Buf([u8; 64]);
+        let mut buf = Buf([0; 64]);
+        // SAFETY: 2 * LANES bf16 (at most 64 bytes) into the buffer, whose
+        // first 32 bytes the table reads.
+        unsafe {
+            self.store_bf16x2(buf.0.as_mut_ptr(), a, b);
+            self.tab16(buf.0.as_ptr())
+        }
+    }
     /// Looks up `LANES` 4-bit values packed at `src` (low nibble first) in `t`
     /// and stores the `LANES` entries (one vector) at `dst`.
     ///

@@ -9,15 +9,19 @@ use super::Simd;
 use crate::kernels::Lanes;
 use crate::minifloat::{F4_E2M1_TABLE, NAN_BITS};
 
+mod bf16;
 mod decode;
 
 /// Proof that the CPU has AVX2 and F16C.
 #[derive(Clone, Copy, Debug)]
 pub struct Avx2(());
 
-/// Proof that the CPU has AVX-512 F, BW, VL and DQ (and AVX2, F16C).
+/// Proof that the CPU has AVX-512 F, BW, VL and DQ (and AVX2, F16C), and
+/// whether bf16 stores use AVX512-BF16 (see [`bf16`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Avx512(());
+pub struct Avx512 {
+    cvt: bool,
+}
 
 impl Avx2 {
     /// The token, when this CPU has the features.
@@ -39,7 +43,10 @@ impl Avx512 {
     /// The token, when this CPU has the features.
     #[cfg(test)]
     pub fn new() -> Option<Self> {
-        super::Isa::Avx512.available().then_some(Avx512(()))
+        // SAFETY: the features were just checked.
+        super::Isa::Avx512
+            .available()
+            .then(|| unsafe { Avx512::new_unchecked() })
     }
     /// The token without checking.
     ///
@@ -47,7 +54,9 @@ impl Avx512 {
     /// The CPU must have AVX-512 F, BW, VL, DQ, AVX2 and F16C.
     #[inline(always)]
     pub unsafe fn new_unchecked() -> Self {
-        Avx512(())
+        Avx512 {
+            cvt: bf16::cvt_enabled(),
+        }
     }
 }
 
@@ -136,15 +145,6 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
-    fn decode(self, table: &'static [f32; 256], code: __m256i) -> __m256 {
-        // SAFETY: AVX2 present (token); the indices are masked to 0..=255, so
-        // every lane reads inside the 256-entry table.
-        unsafe {
-            let idx = _mm256_and_si256(code, _mm256_set1_epi32(0xff));
-            _mm256_i32gather_ps::<4>(table.as_ptr(), idx)
-        }
-    }
-    #[inline(always)]
     fn nan_or(self, x: __m256, y: __m256) -> __m256 {
         // SAFETY: AVX present (token).
         unsafe {
@@ -182,6 +182,7 @@ impl Avx2 {
 // SAFETY: `Avx2` values exist only after detection (`new`) or under the
 // `new_unchecked` contract.
 unsafe impl Simd for Avx2 {
+    type Nan = ();
     const LANES: usize = 8;
 
     #[inline(always)]
@@ -573,15 +574,6 @@ impl Lanes for Avx512 {
         }
     }
     #[inline(always)]
-    fn decode(self, table: &'static [f32; 256], code: __m512i) -> __m512 {
-        // SAFETY: AVX-512F present (token); the indices are masked to 0..=255,
-        // so every lane reads inside the 256-entry table.
-        unsafe {
-            let idx = _mm512_and_si512(code, _mm512_set1_epi32(0xff));
-            _mm512_i32gather_ps::<4>(idx, table.as_ptr())
-        }
-    }
-    #[inline(always)]
     fn nan_or(self, x: __m512, y: __m512) -> __m512 {
         // SAFETY: AVX-512F present (token).
         unsafe {
@@ -667,6 +659,36 @@ unsafe impl Simd for Avx512 {
         // SAFETY: 16 readable bytes at p (caller).
         unsafe { decode::e5m2(self, p) }
     }
+    type Nan = __mmask32;
+    const NAN_MASKS: bool = true;
+    #[inline(always)]
+    unsafe fn load_f8_any(self, t: crate::DType, p: *const u8) -> __m512 {
+        // SAFETY: 16 readable bytes at p (caller).
+        unsafe {
+            match t {
+                crate::DType::F8E4M3 => decode::e4m3_any(self, p),
+                _ => self.load_f8_e5m2(p),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn nan_codes(self, t: crate::DType, p: *const u8) -> __mmask32 {
+        // SAFETY: 32 readable bytes at p (caller); AVX-512BW/VL (token).
+        unsafe {
+            let m = _mm256_and_si256(_mm256_loadu_si256(p.cast()), _mm256_set1_epi8(0x7f));
+            match t {
+                // e4m3: magnitude all ones; e5m2: above infinity's 0x7c.
+                crate::DType::F8E4M3 => _mm256_cmpeq_epi8_mask(m, _mm256_set1_epi8(0x7f)),
+                _ => _mm256_cmpgt_epu8_mask(m, _mm256_set1_epi8(0x7c)),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16x2_nan(self, p: *mut u8, a: __m512, b: __m512, nan: __mmask32) {
+        // SAFETY: 64 writable bytes at p (caller); AVX-512F/BW/DQ, and
+        // AVX512-BF16 when `cvt` (token).
+        unsafe { bf16::store_x2_nan(p, a, b, self.cvt, nan) }
+    }
     #[inline(always)]
     fn f4_e2m1(self, n: __m512i) -> __m512 {
         // SAFETY: AVX-512F (token); the table's first 16 entries are readable.
@@ -731,6 +753,17 @@ unsafe impl Simd for Avx512 {
             let h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, qnan));
             _mm256_storeu_si256(p.cast(), h)
         }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16x2(self, p: *mut u8, a: __m512, b: __m512) {
+        // SAFETY: 64 writable bytes at p (caller); AVX-512F/BW/DQ (token).
+        unsafe { bf16::store_x2(p, a, b, self.cvt) }
+    }
+    #[inline(always)]
+    fn tab16_bf16(self, a: __m512, b: __m512) -> __m512i {
+        // SAFETY: AVX-512F/BW/DQ, and AVX512-BF16 when `cvt` (token). Entries
+        // 16..32 are `b`, which is `a` (caller).
+        unsafe { bf16::pack(a, b, self.cvt) }
     }
     #[inline(always)]
     fn fence(self) {

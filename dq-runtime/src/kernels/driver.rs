@@ -196,7 +196,7 @@ unsafe fn elem<S: IntType, E: ExactInt, D: FloatType, F: Formula>(
     // SAFETY: in-view offsets (caller).
     unsafe {
         let q = S::load(c.src, so);
-        let y = apply::<S, F, _>(l, E::from_i64(q), E::from_i64(z), s);
+        let y = apply::<S, F, E, D::Work>(l, E::from_i64(q), E::from_i64(z), s);
         D::store(dst, dof, y);
     }
 }
@@ -525,7 +525,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8
             exact_row::<S, i64, D, F>(c, inner, r, |zi| vc.zp.at(zi))
         } else if SHAPE == Shape::Const as u8 {
             // (a) one scale for the whole contiguous run.
-            let p = const_p::<V, D>(v, vc, r.scale);
+            let p = const_p::<V, S, D>(v, vc, r.scale);
             const_seg::<V, S, D, F>(v, c, so, (out, out0), n, &p);
         } else if SHAPE == Shape::ElemZero as u8 {
             // (b) a scale per element; symmetric: a zero the compiler sees.
@@ -548,7 +548,7 @@ unsafe fn vec_row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8
             let (mut i, mut j) = (r.i0, r.i0 / g);
             while i < r.i1 {
                 let end = r.i1.min((j + 1) * g);
-                let p = const_p::<V, D>(v, vc, r.scale + j * inner.scale_stride);
+                let p = const_p::<V, S, D>(v, vc, r.scale + j * inner.scale_stride);
                 let dof = out0 + (i - r.i0);
                 const_seg::<V, S, D, F>(v, c, r.src + i, (out, dof), end - i, &p);
                 i = end;
@@ -586,10 +586,15 @@ struct ConstP<V: Simd, W> {
 /// # Safety
 /// `si` is a valid scale index of the job.
 #[inline(always)]
-unsafe fn const_p<V: Simd, D: FloatType>(v: V, vc: &VecCtx<'_>, si: usize) -> ConstP<V, D::Work> {
+unsafe fn const_p<V: Simd, S: IntType, D: FloatType>(
+    v: V,
+    vc: &VecCtx<'_>,
+    si: usize,
+) -> ConstP<V, D::Work> {
     // SAFETY: valid scale index (caller).
     let s = unsafe { D::load(vc.c.scales, si) };
-    let z = vc.zp.at(si);
+    // A float src has no zero points (validation).
+    let z = if S::DECODE.is_some() { 0 } else { vc.zp.at(si) };
     ConstP {
         zv: v.splat_int(z as i32),
         sv: v.splat_float(D::work_f32(s)),
@@ -788,19 +793,27 @@ where
     const NIBBLES: [u8; 8] = [0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe];
     #[repr(align(64))]
     struct Buf([u8; 64]);
-    let mut buf = Buf([0; 64]);
     // SAFETY: the loads read nibbles k..k + LANES of NIBBLES (16 nibbles) or
-    // entries k..k + LANES of a 256-entry table; the stores write elements
-    // k..k + LANES of 16 into 64 bytes (at most 4 each).
+    // entries k..k + LANES of a 256-entry table.
+    let at = |k: usize| unsafe {
+        match S::DECODE {
+            // The values of nibbles k..k + LANES: the table's entries.
+            Some(t) => float_src::<S, F, V>(v, v.load_f32(t.as_ptr().add(k).cast()), p.sv),
+            None => F::eval(v, S::load_vec(v, NIBBLES.as_ptr(), k), p.zv, p.sv),
+        }
+    };
+    if D::PAIR {
+        // One vector holds all 16 entries, or two do.
+        let y = at(0);
+        return D::tab2(v, [y, if V::LANES >= 16 { y } else { at(V::LANES) }]);
+    }
+    let mut buf = Buf([0; 64]);
+    // SAFETY: the stores write elements k..k + LANES of 16 into 64 bytes (at
+    // most 4 each).
     unsafe {
         let mut k = 0;
         while k < 16 {
-            let y = match S::DECODE {
-                // The values of nibbles k..k + LANES: the table's entries.
-                Some(t) => float_src::<S, F, V>(v, v.load_f32(t.as_ptr().add(k).cast()), p.sv),
-                None => apply::<S, F, _>(v, S::load_vec(v, NIBBLES.as_ptr(), k), p.zv, p.sv),
-            };
-            D::store_vec::<V>(v, buf.0.as_mut_ptr(), k, y, F::QUIET);
+            D::store_vec::<V>(v, buf.0.as_mut_ptr(), k, at(k), F::QUIET);
             k += V::LANES;
         }
         D::tab(v, buf.0.as_ptr())
@@ -888,7 +901,7 @@ unsafe fn vec_at<V: Simd, S: IntType, F: Formula>(
         if S::DECODE.is_some() {
             float_src::<S, F, V>(v, S::load_float(v, src, o), s)
         } else {
-            apply::<S, F, V>(v, S::load_vec(v, src, o), z, s)
+            F::eval(v, S::load_vec(v, src, o), z, s)
         }
     }
 }
@@ -914,10 +927,43 @@ unsafe fn seg<V, S, D, F, P>(
     F: Formula,
     P: Params<V, D::Work>,
 {
-    // SAFETY: `split_seg` passes elements of the segment (caller): scalar ones,
-    // and vectors of `LANES` elements (from an even nibble for 4-bit src).
+    // SAFETY: `split_seg` and `pairs` pass elements of the segment (caller):
+    // scalar ones, and vectors of `LANES` elements (from an even nibble for
+    // 4-bit src).
     unsafe {
         let (src, pf) = (c.src, c.prefetch);
+        if let (true, true, Some(t)) = (D::PAIR && V::NAN_MASKS, S::NAN, S::DTYPE)
+            && n >= 2 * V::LANES
+        {
+            // An f8 src with NaN codes: they are found from the codes and
+            // replaced as the results are stored, not decoded as NaNs.
+            return pairs::<V>(
+                n,
+                #[inline(always)]
+                |k| prefetch_dst::<V, D>(v, pf, dst, dof + k),
+                #[inline(always)]
+                |k| F::eval_float(v, v.load_f8_any(t, src.add(so + k)), p.vec(v, k).1),
+                #[inline(always)]
+                |k, y| {
+                    let nan = v.nan_codes(t, src.add(so + k));
+                    D::store_vec2_nan::<V>(v, dst, dof + k, y, nan)
+                },
+            );
+        }
+        if D::PAIR && !is_4bit(S::DTYPE) && n >= 2 * V::LANES {
+            return pairs::<V>(
+                n,
+                #[inline(always)]
+                |k| prefetch_dst::<V, D>(v, pf, dst, dof + k),
+                #[inline(always)]
+                |k| {
+                    let (z, s) = p.vec(v, k);
+                    vec_at::<V, S, F>(v, src, so + k, z, s)
+                },
+                #[inline(always)]
+                |k, y| D::store_vec2::<V>(v, dst, dof + k, y, F::QUIET),
+            );
+        }
         split_seg::<S>(
             (so, n),
             V::LANES,
@@ -934,6 +980,30 @@ unsafe fn seg<V, S, D, F, P>(
                 elem::<S, i64, D, F>(c, so + k, dst, dof + k, z, s)
             },
         );
+    }
+}
+
+/// The `n >= 2 * LANES` elements of a segment two vectors a step: `vec(k)` the
+/// results of elements `k..k + LANES`, `store(k, [vec(k), vec(k + LANES)])`;
+/// a last pair that would pass `n` ends at `n` instead, overlapping its
+/// predecessor (rewriting the same values). `at(k)` first, for each step.
+#[inline(always)]
+fn pairs<V: Simd>(
+    n: usize,
+    at: impl Fn(usize),
+    vec: impl Fn(usize) -> V::Float,
+    store: impl Fn(usize, [V::Float; 2]),
+) {
+    let step = 2 * V::LANES;
+    let mut k = 0;
+    loop {
+        at(k);
+        store(k, [vec(k), vec(k + V::LANES)]);
+        k += step;
+        if k >= n {
+            return;
+        }
+        k = k.min(n - step);
     }
 }
 

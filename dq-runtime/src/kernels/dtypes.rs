@@ -82,8 +82,45 @@ pub trait FloatType: 'static {
     /// # Safety
     /// `base` is valid for writing those elements; only when `VECTOR`.
     unsafe fn store_vec<V: Simd>(v: V, base: *mut u8, o: usize, y: V::Float, quiet: bool);
+    /// True when [`store_vec2`](Self::store_vec2) is cheaper than two
+    /// [`store_vec`](Self::store_vec) (the vector loops then step by two vectors).
+    const PAIR: bool = false;
+    /// Stores `2 * V::LANES` results from element `o`: `y[0]`'s, then `y[1]`'s.
+    ///
+    /// # Safety
+    /// As [`store_vec`](Self::store_vec), for `2 * V::LANES` elements.
+    #[inline(always)]
+    unsafe fn store_vec2<V: Simd>(v: V, base: *mut u8, o: usize, y: [V::Float; 2], quiet: bool) {
+        // SAFETY: forwarded from the caller, one vector each.
+        unsafe {
+            Self::store_vec(v, base, o, y[0], quiet);
+            Self::store_vec(v, base, o + V::LANES, y[1], quiet);
+        }
+    }
+    /// As [`store_vec2`](Self::store_vec2), the lanes of `nan` as
+    /// [`NAN_BITS`](crate::minifloat::NAN_BITS); only where `PAIR` and
+    /// [`Simd::NAN_MASKS`].
+    ///
+    /// # Safety
+    /// As [`store_vec2`](Self::store_vec2).
+    unsafe fn store_vec2_nan<V: Simd>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: [V::Float; 2],
+        nan: V::Nan,
+    ) {
+        let _ = (v, base, o, y, nan);
+        unreachable!("only where PAIR")
+    }
     /// A 16-entry table of encoded dst values in registers.
     type Tab<V: Simd>: Copy;
+    /// Where [`PAIR`](Self::PAIR): the table of results `y[0]`, then `y[1]`
+    /// (with 16 lanes, `y[1]` is `y[0]`), made in registers.
+    fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> Self::Tab<V> {
+        let _ = (v, y);
+        unreachable!("only where PAIR")
+    }
     /// Elements per [`lut`](Self::lut) step: one vector of dst bytes.
     fn lut_step<V: Simd>() -> usize;
     /// Loads a table of 16 encoded dst values from `p`.
@@ -418,6 +455,27 @@ impl FloatType for BF16 {
         // SAFETY: forwarded from the caller.
         unsafe { v.store_bf16(base.add(o * 2), y) }
     }
+    const PAIR: bool = true;
+    #[inline(always)]
+    unsafe fn store_vec2<V: Simd>(v: V, base: *mut u8, o: usize, y: [V::Float; 2], _q: bool) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_bf16x2(base.add(o * 2), y[0], y[1]) }
+    }
+    #[inline(always)]
+    unsafe fn store_vec2_nan<V: Simd>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: [V::Float; 2],
+        nan: V::Nan,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.store_bf16x2_nan(base.add(o * 2), y[0], y[1], nan) }
+    }
+    #[inline(always)]
+    fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> V::Tab16 {
+        v.tab16_bf16(y[0], y[1])
+    }
     lut16_items!();
 }
 
@@ -493,7 +551,28 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
         // SAFETY: forwarded from the caller.
         unsafe { D::store_vec(v, base, o, y, quiet) }
     }
+    const PAIR: bool = D::PAIR;
+    #[inline(always)]
+    unsafe fn store_vec2<V: Simd>(v: V, base: *mut u8, o: usize, y: [V::Float; 2], quiet: bool) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::store_vec2(v, base, o, y, quiet) }
+    }
     type Tab<V: Simd> = D::Tab<V>;
+    #[inline(always)]
+    unsafe fn store_vec2_nan<V: Simd>(
+        v: V,
+        base: *mut u8,
+        o: usize,
+        y: [V::Float; 2],
+        nan: V::Nan,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::store_vec2_nan(v, base, o, y, nan) }
+    }
+    #[inline(always)]
+    fn tab2<V: Simd>(v: V, y: [V::Float; 2]) -> D::Tab<V> {
+        D::tab2(v, y)
+    }
     #[inline(always)]
     fn lut_step<V: Simd>() -> usize {
         D::lut_step::<V>()

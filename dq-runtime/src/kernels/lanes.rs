@@ -35,9 +35,6 @@ pub trait Lanes: Copy {
     fn min(self, a: Self::Float, b: Self::Float) -> Self::Float;
     /// [`formula::max`].
     fn max(self, a: Self::Float, b: Self::Float) -> Self::Float;
-    /// `table[code & 255]`: the value of a float src or e8m0 code (a 256-entry
-    /// decode table, [`crate::DType::decode_table`]).
-    fn decode(self, table: &'static [f32; 256], code: Self::Int) -> Self::Float;
     /// [`NAN_BITS`](crate::minifloat::NAN_BITS) where `x` is a NaN, else `y` (a
     /// NaN float src gives the one NaN).
     fn nan_or(self, x: Self::Float, y: Self::Float) -> Self::Float;
@@ -62,17 +59,18 @@ pub trait Formula: 'static {
     }
 }
 
-/// The formula at src `q` (a code of float src `S`, decoded first, or an
-/// integer), zero point `z` and scale `s`.
+/// The formula at src `q` (a code of float src `S`, decoded by its table first,
+/// or an integer), zero point `z` and scale `s`, one element exactly.
 #[inline(always)]
-pub fn apply<S: super::IntType, F: Formula, L: Lanes>(
-    l: L,
-    q: L::Int,
-    z: L::Int,
-    s: L::Float,
-) -> L::Float {
+pub fn apply<S: super::IntType, F: Formula, I: ExactInt, W: FromI64>(
+    l: Scalar<I, W>,
+    q: I,
+    z: I,
+    s: W,
+) -> W {
     match S::DECODE {
-        Some(t) => float_src::<S, F, L>(l, l.decode(t, q), s),
+        // Exact: every f32 is a working float exactly.
+        Some(t) => float_src::<S, F, _>(l, W::from_lit(t[q.low_byte()] as f64), s),
         None => F::eval(l, q, z, s),
     }
 }
@@ -240,11 +238,6 @@ impl<I: ExactInt, F: FromI64> Lanes for Scalar<I, F> {
     #[inline(always)]
     fn max(self, a: F, b: F) -> F {
         formula::max(a, b)
-    }
-    #[inline(always)]
-    fn decode(self, table: &'static [f32; 256], code: I) -> F {
-        // Exact: every f32 is a working float exactly.
-        F::from_lit(table[code.low_byte()] as f64)
     }
     #[inline(always)]
     fn nan_or(self, x: F, y: F) -> F {

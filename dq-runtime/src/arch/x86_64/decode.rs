@@ -55,6 +55,18 @@ pub(super) unsafe fn e5m2<V: Words>(v: V, p: *const u8) -> V::Float {
     v.f16_w(v.shl8_w(w))
 }
 
+/// `LANES` f8_e4m3 codes at `p`, NaN codes as any value (480).
+///
+/// # Safety
+/// `p` is valid for reading `LANES` bytes.
+#[inline(always)]
+pub(super) unsafe fn e4m3_any<V: Words>(v: V, p: *const u8) -> V::Float {
+    // SAFETY: forwarded from the caller.
+    let w = unsafe { v.load_words(p) };
+    let h = v.and_w(v.sar1_w(v.shl8_w(w)), v.splat_w(0xbfff_u16 as i16));
+    v.mul(v.f16_w(h), v.splat_float(256.0))
+}
+
 /// `LANES` f8_e4m3 codes at `p`.
 ///
 /// # Safety
