@@ -2,16 +2,16 @@
 //! transposed words (words of adjacent rows adjacent, groups by a size that is a
 //! multiple of 32): the linear driver's fast path.
 //!
-//! A tile is one 64-byte line of a word row: 16 rows (words along K, GPTQ) or 16
-//! word columns of 8 rows (along N, AWQ). Per group the tile's rows get their 16
-//! exact outputs (the formula, as the driver's tables) broadcast into a 512-bit
-//! register; per 32 inputs the lines of 4 (GPTQ) or 32 (AWQ) word rows are loaded
-//! and transposed in registers (4x4 or 16x16 words), each row's 32 fields are
-//! moved into the low bits of 32 16-bit lanes (`vpmultishiftqb`, or `vpermt2b`
-//! and a shift) and looked up in its table with `vpermw` (indices modulo 32: the
-//! table is repeated, so bit 4 of an index is ignored), one 64-byte line of output
-//! per row. A tile's outputs go to a stage in cache, then to the output with
-//! non-temporal stores ([`arch::stream_copy`]): no read of the output's lines.
+//! A tile is 64 rows: 4 lines of 16 words of a word row (words along K, GPTQ), or
+//! 8 word columns of 8 rows (along N, AWQ). Per group the tile's rows get their
+//! 16 exact outputs (the formula and rounding of the portable driver's tables)
+//! repeated in a 512-bit register; per 32 inputs the word rows' lines are loaded
+//! and transposed in registers (4x4 or 16x16 words), each row's 32 fields are moved
+//! into the low bits of 32 16-bit lanes (`vpmultishiftqb`, or `vpermt2b` and a
+//! shift) and looked up in its table with `vpermw` (indices modulo 32: the table
+//! is repeated, so bit 4 of an index is ignored). Outputs go straight to the
+//! output, realigned to its 64-byte lines and written with non-temporal stores (no
+//! read of the output's lines); the words are prefetched into L2 ahead.
 
 use std::ops::Range;
 
@@ -34,7 +34,7 @@ const SUB: usize = 4;
 pub(super) enum Kind {
     /// Words along K, adjacent rows' words adjacent (GPTQ): tiles of 64 rows.
     Inner,
-    /// Words along N, adjacent word columns adjacent (AWQ): tiles of 128 rows.
+    /// Words along N, adjacent word columns adjacent (AWQ): tiles of 64 rows.
     Outer,
 }
 
@@ -43,7 +43,7 @@ impl Kind {
     pub(super) fn rows(self) -> usize {
         match self {
             Kind::Inner => LINE * SUB,
-            Kind::Outer => 8 * LINE,
+            Kind::Outer => 4 * LINE,
         }
     }
 
@@ -67,6 +67,8 @@ pub(super) fn kind<T: Out>(isa: Isa, l: &Linear<'_>) -> Option<Kind> {
         && T::as_bits16(&mut []).is_some()
         && gs.is_multiple_of(32)
         && l.k.is_multiple_of(32)
+        // A row's first 32 outputs come in an earlier step than any row's last.
+        && l.k >= 64
         && q.row_stride == 1
         && isa == Isa::Avx512
         && vbmi();
@@ -116,11 +118,11 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(11);
-        for case in 0..24 {
+        for case in 0..64 {
             let outer = case % 2 == 1;
             let n = 8 * (1 + rng.below(40) as usize);
             let gs = 32 * (1 + rng.below(4) as usize);
-            let k = 32 * (1 + rng.below(12) as usize);
+            let k = 32 * (2 + rng.below(12) as usize);
             let groups = k.div_ceil(gs);
             let (words, packing, strides) = if outer {
                 let order = [0, 4, 1, 5, 2, 6, 3, 7];

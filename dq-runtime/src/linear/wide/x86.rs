@@ -23,67 +23,87 @@ pub(super) unsafe fn run<T: Out>(kind: Kind, l: &Linear<'_>, tiles: Range<usize>
         return;
     };
     let (k, rows) = (l.k, kind.rows());
-    let w = Writer::new(out.as_ptr());
     for (t, n0) in tiles.step_by(rows).enumerate() {
         let tile = &mut out[t * rows * k..(t + 1) * rows * k];
         match kind {
-            Kind::Inner => inner::<T>(l, n0, tile, &w),
-            Kind::Outer => outer::<T>(l, n0, tile, &w),
+            Kind::Inner => inner::<T>(l, n0, &mut Rows::new(tile, k)),
+            Kind::Outer => outer::<T>(l, n0, &mut Rows::new(tile, k)),
         }
     }
     _mm_sfence();
 }
 
-/// Puts 32 outputs at a time into rows of K (a multiple of 32) whose starts lie
-/// `delta` elements past a 64-byte line: each line of output, from the previous 32
-/// outputs of the row and these, goes out whole with a non-temporal store (no read
-/// of the line); the partial lines at a row's ends with masked ordinary stores.
-struct Writer {
+/// A tile's `R` rows of K outputs (a multiple of 32), their starts `delta`
+/// elements past a 64-byte line, taken 32 outputs of a row at a time in order of
+/// input: each whole line of output, from the row's previous 32 outputs and these,
+/// goes out with a non-temporal store (no read of the line). A line across two
+/// rows is written whole when the second row's first outputs come (kept in
+/// `first`); only the tile's first and last lines are partial (masked ordinary
+/// stores).
+struct Rows<'o, const R: usize> {
+    out: &'o mut [u16],
+    k: usize,
     delta: usize,
-    /// Outputs `32 - delta..32` of the previous 32, then `0..32 - delta` of these.
+    /// Outputs `32 - delta..32` of one register, then `0..32 - delta` of another.
     idx: __m512i,
     /// Elements `0..32 - delta`.
     head: u32,
+    prev: [__m512i; R],
+    first: [__m512i; R],
 }
 
-impl Writer {
+impl<'o, const R: usize> Rows<'o, R> {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
-    fn new(out: *const u16) -> Writer {
-        let delta = (out as usize % 64) / 2;
+    fn new(out: &'o mut [u16], k: usize) -> Self {
+        assert!(out.len() == R * k && k.is_multiple_of(32) && k >= 64);
+        let delta = (out.as_ptr() as usize % 64) / 2;
         let ix: [u16; 32] = core::array::from_fn(|i| (i + 32 - delta) as u16);
-        Writer {
+        Rows {
+            out,
+            k,
             delta,
             // SAFETY: 64 bytes, unaligned load.
             idx: unsafe { _mm512_loadu_si512(ix.as_ptr().cast()) },
             head: (u64::MAX >> (32 + delta)) as u32,
+            prev: [_mm512_setzero_si512(); R],
+            first: [_mm512_setzero_si512(); R],
         }
     }
 
-    /// Outputs `k0..k0 + 32` (`k0` a multiple of 32) of `row` (K elements, its
-    /// start `delta` past a line), `y`; `prev` holds outputs `k0 - 32..k0`.
+    /// Outputs `k0..k0 + 32` (`k0` a multiple of 32) of row `r`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
     #[inline]
-    fn put(&self, row: &mut [u16], k0: usize, y: __m512i, prev: &mut __m512i) {
-        let k = row.len();
-        assert!(k0 + 32 <= k);
+    fn put(&mut self, r: usize, k0: usize, y: __m512i) {
+        let (k, d) = (self.k, self.delta);
+        assert!(r < R && k0 + 32 <= k);
+        // SAFETY (every store below): the row's elements `r K..(r + 1) K` lie in
+        // `out` (`R K` elements, `r < R`); each store writes 32 elements from an
+        // offset inside them (`k0 + 32 <= K`; `k0 >= 32 > d` for `k0 - d`; the
+        // next row's start less `d` is `r K + K - d >= r K`), `(r + 1) K` at most
+        // when `r + 1 < R`; non-temporal stores start `d` elements before a multiple
+        // of 32 from a row start, a 64-byte line (the row starts `d` past one and
+        // 2 K is a multiple of 64).
+        let row = unsafe { self.out.as_mut_ptr().add(r * k) };
         if k0 == 0 {
-            // SAFETY: `row` holds at least 32 elements (asserted); the mask writes
-            // the first `32 - delta`.
-            unsafe { _mm512_mask_storeu_epi16(row.as_mut_ptr().cast(), self.head, y) };
+            if d == 0 {
+                unsafe { _mm512_stream_si512(row.cast(), y) };
+            } else if r == 0 {
+                unsafe { _mm512_mask_storeu_epi16(row.cast(), self.head, y) };
+            }
+            self.first[r] = y;
         } else {
-            let line = _mm512_permutex2var_epi16(*prev, self.idx, y);
-            let at = k0 - self.delta;
-            // SAFETY: `at..at + 32` lies in `row` (`k0 >= 32`, `k0 + 32 <= K`); the
-            // row starts `delta` elements past a 64-byte line and K is a multiple
-            // of 32, so element `at` starts a line (the aligned store's need).
-            unsafe { _mm512_stream_si512(row.as_mut_ptr().add(at).cast(), line) };
+            let line = _mm512_permutex2var_epi16(self.prev[r], self.idx, y);
+            unsafe { _mm512_stream_si512(row.add(k0 - d).cast(), line) };
         }
-        if k0 + 32 == k && self.delta > 0 {
-            // SAFETY: elements `k0..k0 + 32` lie in `row` (asserted); the mask writes
-            // the last `delta`, which no line above covered.
-            unsafe { _mm512_mask_storeu_epi16(row.as_mut_ptr().add(k0).cast(), !self.head, y) };
+        if k0 + 32 == k && d > 0 {
+            if r + 1 < R {
+                let line = _mm512_permutex2var_epi16(y, self.idx, self.first[r + 1]);
+                unsafe { _mm512_stream_si512(row.add(k - d).cast(), line) };
+            } else {
+                unsafe { _mm512_mask_storeu_epi16(row.add(k0).cast(), !self.head, y) };
+            }
         }
-        *prev = y;
+        self.prev[r] = y;
     }
 }
 
@@ -91,27 +111,33 @@ impl Writer {
 /// a register: the formula `f32(q - z) * s` and the rounding of `T` (bf16: the
 /// integer round-to-nearest-even of `f32_to_bf16_bits`; f16: `vcvtps2ph`, as the
 /// driver's F16C code).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
-#[inline]
-fn table<T: Out>(l: &Linear<'_>, n: usize, g: usize) -> __m512i {
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/DQ and F16C (inlined into the callers that enable
+/// them: a call per table cost a tenth of the time).
+#[inline(always)]
+unsafe fn table<T: Out>(l: &Linear<'_>, n: usize, g: usize) -> __m512i {
     let (z, s) = l.params(n, g);
     let z = z - l.weights.offset;
-    let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let d = _mm512_sub_epi32(iota, _mm512_set1_epi32(z));
-    let y = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(s));
-    let h = if T::OUT == DType::BF16 {
-        let x = _mm512_castps_si512(y);
-        let hi = _mm512_srli_epi32::<16>(x);
-        let lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-        let r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
-        let r = _mm512_srli_epi32::<16>(r);
-        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
-        let q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
-        _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q))
-    } else {
-        _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y)
-    };
-    _mm512_broadcast_i64x4(h)
+    // SAFETY: the caller's features.
+    unsafe {
+        let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let d = _mm512_sub_epi32(iota, _mm512_set1_epi32(z));
+        let y = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(s));
+        let h = if T::OUT == DType::BF16 {
+            let x = _mm512_castps_si512(y);
+            let hi = _mm512_srli_epi32::<16>(x);
+            let lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+            let r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+            let r = _mm512_srli_epi32::<16>(r);
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
+            let q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
+            _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q))
+        } else {
+            _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y)
+        };
+        _mm512_broadcast_i64x4(h)
+    }
 }
 
 /// The 64 bytes of words `first..first + 16` of `l`'s weights.
@@ -135,7 +161,7 @@ fn prefetch(l: &Linear<'_>, i: usize) {
 
 /// Rows `n0..n0 + 64`, words along K, into `out` (64 rows of K).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
-fn inner<T: Out>(l: &Linear<'_>, n0: usize, out: &mut [u16], w: &Writer) {
+fn inner<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { LINE * SUB }>) {
     const ROWS: usize = LINE * SUB;
     let Groups::Size(gs) = l.map else {
         return;
@@ -161,10 +187,10 @@ fn inner<T: Out>(l: &Linear<'_>, n0: usize, out: &mut [u16], w: &Writer) {
     );
     let ctrl = _mm512_add_epi8(ctrl, step);
     let mut tabs = [_mm512_setzero_si512(); ROWS];
-    let mut prev = [_mm512_setzero_si512(); ROWS];
     for g in 0..k.div_ceil(gs) {
         for (r, t) in tabs.iter_mut().enumerate() {
-            *t = table::<T>(l, n0 + r, g);
+            // SAFETY: this function enables the features `table` needs.
+            *t = unsafe { table::<T>(l, n0 + r, g) };
         }
         for k0 in (g * gs..((g + 1) * gs).min(k)).step_by(32) {
             let kw = k0 / 8;
@@ -193,7 +219,7 @@ fn inner<T: Out>(l: &Linear<'_>, n0: usize, out: &mut [u16], w: &Writer) {
                         let x = _mm512_permutexvar_epi64(lane, bm);
                         let ix = _mm512_multishift_epi64_epi8(ctrl, x);
                         let y = _mm512_permutexvar_epi16(ix, tabs[row]);
-                        w.put(&mut out[row * k..(row + 1) * k], k0, y, &mut prev[row]);
+                        out.put(row, k0, y);
                     }
                 }
             }
@@ -230,10 +256,22 @@ fn transpose16(r: &mut [__m512i; 16]) {
     }
 }
 
-/// Rows `n0..n0 + 128` (word columns `n0 / 8..`), words along N, into `out`.
+/// The 32 bytes of words `first..first + 8` of `l`'s weights.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
-fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut [u16], w: &Writer) {
-    const ROWS: usize = 8 * LINE;
+#[inline]
+fn half_line(l: &Linear<'_>, first: usize) -> __m256i {
+    let b = l.weights.run(first, LINE / 2, 1);
+    assert!(b.len() == 32);
+    // SAFETY: `b` is 32 bytes (asserted); unaligned load.
+    unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
+}
+
+/// Rows `n0..n0 + 64` (word columns `n0 / 8..n0 / 8 + 8`), words along N, into
+/// `out`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { 4 * LINE }>) {
+    const COLS: usize = LINE / 2;
+    const ROWS: usize = 8 * COLS;
     let (Groups::Size(gs), Packing::Outer { order }) = (l.map, l.weights.packing) else {
         return;
     };
@@ -245,22 +283,27 @@ fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut [u16], w: &Writer) {
         unsafe { _mm512_loadu_si512(ix.as_ptr().cast()) }
     });
     let mut tabs = [_mm512_setzero_si512(); ROWS];
-    let mut prev = [_mm512_setzero_si512(); ROWS];
     for g in 0..k.div_ceil(gs) {
         for (r, t) in tabs.iter_mut().enumerate() {
-            *t = table::<T>(l, n0 + r, g);
+            // SAFETY: this function enables the features `table` needs.
+            *t = unsafe { table::<T>(l, n0 + r, g) };
         }
         for k0 in (g * gs..((g + 1) * gs).min(k)).step_by(32) {
             for i in 0..32 {
-                prefetch(l, (k0 + AHEAD + i) * cs + c0);
+                prefetch(l, (k0 + 2 * AHEAD + i) * cs + c0);
             }
-            let mut lo: [__m512i; 16] = core::array::from_fn(|i| line(l, (k0 + i) * cs + c0));
-            let mut hi: [__m512i; 16] = core::array::from_fn(|i| line(l, (k0 + 16 + i) * cs + c0));
-            transpose16(&mut lo);
-            transpose16(&mut hi);
-            for c in 0..LINE {
+            // Register i: columns c0.. at input k0 + i (low half), k0 + 16 + i
+            // (high half); transposed, register c < 8 holds column c0 + c at
+            // k0..k0 + 16, register 8 + c the same column at k0 + 16..k0 + 32.
+            let mut r: [__m512i; 16] = core::array::from_fn(|i| {
+                let a = half_line(l, (k0 + i) * cs + c0);
+                let b = half_line(l, (k0 + 16 + i) * cs + c0);
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+            });
+            transpose16(&mut r);
+            for c in 0..COLS {
                 let f: [__m512i; 4] =
-                    core::array::from_fn(|b| _mm512_permutex2var_epi8(lo[c], pick[b], hi[c]));
+                    core::array::from_fn(|b| _mm512_permutex2var_epi8(r[c], pick[b], r[COLS + c]));
                 for (j, &field) in order.iter().enumerate() {
                     let x = f[usize::from(field / 2)];
                     let x = if field % 2 == 1 {
@@ -270,7 +313,7 @@ fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut [u16], w: &Writer) {
                     };
                     let row = 8 * c + j;
                     let y = _mm512_permutexvar_epi16(x, tabs[row]);
-                    w.put(&mut out[row * k..(row + 1) * k], k0, y, &mut prev[row]);
+                    out.put(row, k0, y);
                 }
             }
         }
