@@ -2,8 +2,8 @@
 //! transposed words (words of adjacent rows adjacent, groups by a size that is a
 //! multiple of 32): the linear driver's fast path.
 //!
-//! A tile is 64 rows: 4 lines of 16 words of a word row (words along K, GPTQ), or
-//! 8 word columns of 8 rows (along N, AWQ). Per group the tile's rows get their
+//! A tile is 64 rows (4 lines of 16 words of a word row: words along K, GPTQ) or
+//! 128 (16 word columns of 8 rows: along N, AWQ). Per group the tile's rows get their
 //! 16 exact outputs (the formula and rounding of the portable driver's tables)
 //! repeated in a 512-bit register; per 32 inputs the word rows' lines are loaded
 //! and transposed in registers (4x4 or 16x16 words), each row's 32 fields are moved
@@ -34,7 +34,7 @@ const SUB: usize = 4;
 pub(super) enum Kind {
     /// Words along K, adjacent rows' words adjacent (GPTQ): tiles of 64 rows.
     Inner,
-    /// Words along N, adjacent word columns adjacent (AWQ): tiles of 64 rows.
+    /// Words along N, adjacent word columns adjacent (AWQ): tiles of 128 rows.
     Outer,
 }
 
@@ -43,7 +43,7 @@ impl Kind {
     pub(super) fn rows(self) -> usize {
         match self {
             Kind::Inner => LINE * SUB,
-            Kind::Outer => 4 * LINE,
+            Kind::Outer => 8 * LINE,
         }
     }
 
@@ -120,7 +120,7 @@ mod tests {
         let mut rng = Rng::new(11);
         for case in 0..64 {
             let outer = case % 2 == 1;
-            let n = 8 * (1 + rng.below(40) as usize);
+            let n = 8 * (1 + rng.below(64) as usize);
             let gs = 32 * (1 + rng.below(4) as usize);
             let k = 32 * (2 + rng.below(12) as usize);
             let groups = k.div_ceil(gs);

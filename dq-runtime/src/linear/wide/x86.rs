@@ -256,22 +256,11 @@ fn transpose16(r: &mut [__m512i; 16]) {
     }
 }
 
-/// The 32 bytes of words `first..first + 8` of `l`'s weights.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
-#[inline]
-fn half_line(l: &Linear<'_>, first: usize) -> __m256i {
-    let b = l.weights.run(first, LINE / 2, 1);
-    assert!(b.len() == 32);
-    // SAFETY: `b` is 32 bytes (asserted); unaligned load.
-    unsafe { _mm256_loadu_si256(b.as_ptr().cast()) }
-}
-
-/// Rows `n0..n0 + 64` (word columns `n0 / 8..n0 / 8 + 8`), words along N, into
+/// Rows `n0..n0 + 128` (word columns `n0 / 8..n0 / 8 + 16`), words along N, into
 /// `out`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
-fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { 4 * LINE }>) {
-    const COLS: usize = LINE / 2;
-    const ROWS: usize = 8 * COLS;
+fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { 8 * LINE }>) {
+    const ROWS: usize = 8 * LINE;
     let (Groups::Size(gs), Packing::Outer { order }) = (l.map, l.weights.packing) else {
         return;
     };
@@ -292,18 +281,15 @@ fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { 4 * LINE }>) {
             for i in 0..32 {
                 prefetch(l, (k0 + 2 * AHEAD + i) * cs + c0);
             }
-            // Register i: columns c0.. at input k0 + i (low half), k0 + 16 + i
-            // (high half); transposed, register c < 8 holds column c0 + c at
-            // k0..k0 + 16, register 8 + c the same column at k0 + 16..k0 + 32.
-            let mut r: [__m512i; 16] = core::array::from_fn(|i| {
-                let a = half_line(l, (k0 + i) * cs + c0);
-                let b = half_line(l, (k0 + 16 + i) * cs + c0);
-                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
-            });
-            transpose16(&mut r);
-            for c in 0..COLS {
+            // Transposed, `lo[c]` holds column c0 + c at k0..k0 + 16, `hi[c]` at
+            // k0 + 16..k0 + 32.
+            let mut lo: [__m512i; 16] = core::array::from_fn(|i| line(l, (k0 + i) * cs + c0));
+            let mut hi: [__m512i; 16] = core::array::from_fn(|i| line(l, (k0 + 16 + i) * cs + c0));
+            transpose16(&mut lo);
+            transpose16(&mut hi);
+            for c in 0..LINE {
                 let f: [__m512i; 4] =
-                    core::array::from_fn(|b| _mm512_permutex2var_epi8(r[c], pick[b], r[COLS + c]));
+                    core::array::from_fn(|b| _mm512_permutex2var_epi8(lo[c], pick[b], hi[c]));
                 for (j, &field) in order.iter().enumerate() {
                     let x = f[usize::from(field / 2)];
                     let x = if field % 2 == 1 {
