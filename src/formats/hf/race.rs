@@ -3,9 +3,11 @@
 //! generated driver and the JIT in turn, [`ROUNDS`] timed calls each, and the
 //! faster by its fastest call per element is kept (noise only adds time). The generated driver stays unless the
 //! JIT beats it by more than [`MARGIN_PERCENT`]. Measured on AMD EPYC (Zen 4), one
-//! thread, 4096x11008 g128 -> bf16: the JIT ran GPTQ and AWQ 1.3-1.6x faster than
-//! the generated driver and compressed-tensors 1.4x slower, so neither backend is
-//! right for every kind.
+//! thread, 4096x11008 g128 -> bf16: before the generated driver's AVX-512 VBMI fast
+//! path the JIT ran GPTQ and AWQ 1.3-1.6x faster than it (and compressed-tensors
+//! 1.4x slower); with it the generated driver runs GPTQ 1.5x faster than the JIT
+//! and AWQ within a few percent of it, and CPUs without VBMI still get the JIT
+//! where it wins, so neither backend is right for every kind and host.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
