@@ -30,6 +30,7 @@ mod driver;
 mod lut;
 mod out;
 mod view;
+mod wide;
 
 pub use out::Out;
 pub use view::{Groups, Packed, Packing, ScaleType, Scales};

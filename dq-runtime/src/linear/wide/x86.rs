@@ -1,0 +1,307 @@
+//! The fast path's AVX-512 VBMI code.
+
+use core::arch::x86_64::*;
+use std::ops::Range;
+
+use super::super::Linear;
+use super::super::out::Out;
+use super::super::view::{Groups, Packing};
+use super::{Kind, LINE, SUB};
+use crate::DType;
+
+/// Word rows the loads are prefetched ahead.
+const AHEAD: usize = 64;
+
+/// Rows `tiles` (whole tiles of `kind`) of `l` into `out` (`tiles.len() * K`
+/// elements of f16 or bf16).
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/DQ/VBMI, AVX2 and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+pub(super) unsafe fn run<T: Out>(kind: Kind, l: &Linear<'_>, tiles: Range<usize>, out: &mut [T]) {
+    let Some(out) = T::as_bits16(out) else {
+        return;
+    };
+    let (k, rows) = (l.k, kind.rows());
+    for (t, n0) in tiles.step_by(rows).enumerate() {
+        let tile = &mut out[t * rows * k..(t + 1) * rows * k];
+        match kind {
+            Kind::Inner => inner::<T>(l, n0, &mut Rows::new(tile, k)),
+            Kind::Outer => outer::<T>(l, n0, &mut Rows::new(tile, k)),
+        }
+    }
+    _mm_sfence();
+}
+
+/// A tile's `R` rows of K outputs (a multiple of 32), their starts `delta`
+/// elements past a 64-byte line, taken 32 outputs of a row at a time in order of
+/// input: each whole line of output, from the row's previous 32 outputs and these,
+/// goes out with a non-temporal store (no read of the line). A line across two
+/// rows is written whole when the second row's first outputs come (kept in
+/// `first`); only the tile's first and last lines are partial (masked ordinary
+/// stores).
+struct Rows<'o, const R: usize> {
+    out: &'o mut [u16],
+    k: usize,
+    delta: usize,
+    /// Outputs `32 - delta..32` of one register, then `0..32 - delta` of another.
+    idx: __m512i,
+    /// Elements `0..32 - delta`.
+    head: u32,
+    prev: [__m512i; R],
+    first: [__m512i; R],
+}
+
+impl<'o, const R: usize> Rows<'o, R> {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+    fn new(out: &'o mut [u16], k: usize) -> Self {
+        assert!(out.len() == R * k && k.is_multiple_of(32) && k >= 64);
+        let delta = (out.as_ptr() as usize % 64) / 2;
+        let ix: [u16; 32] = core::array::from_fn(|i| (i + 32 - delta) as u16);
+        Rows {
+            out,
+            k,
+            delta,
+            // SAFETY: 64 bytes, unaligned load.
+            idx: unsafe { _mm512_loadu_si512(ix.as_ptr().cast()) },
+            head: (u64::MAX >> (32 + delta)) as u32,
+            prev: [_mm512_setzero_si512(); R],
+            first: [_mm512_setzero_si512(); R],
+        }
+    }
+
+    /// Outputs `k0..k0 + 32` (`k0` a multiple of 32) of row `r`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+    #[inline]
+    fn put(&mut self, r: usize, k0: usize, y: __m512i) {
+        let (k, d) = (self.k, self.delta);
+        assert!(r < R && k0 + 32 <= k);
+        // SAFETY (every store below): the row's elements `r K..(r + 1) K` lie in
+        // `out` (`R K` elements, `r < R`); each store writes 32 elements from an
+        // offset inside them (`k0 + 32 <= K`; `k0 >= 32 > d` for `k0 - d`; the
+        // next row's start less `d` is `r K + K - d >= r K`), `(r + 1) K` at most
+        // when `r + 1 < R`; non-temporal stores start `d` elements before a multiple
+        // of 32 from a row start, a 64-byte line (the row starts `d` past one and
+        // 2 K is a multiple of 64).
+        let row = unsafe { self.out.as_mut_ptr().add(r * k) };
+        if k0 == 0 {
+            if d == 0 {
+                unsafe { _mm512_stream_si512(row.cast(), y) };
+            } else if r == 0 {
+                unsafe { _mm512_mask_storeu_epi16(row.cast(), self.head, y) };
+            }
+            self.first[r] = y;
+        } else {
+            let line = _mm512_permutex2var_epi16(self.prev[r], self.idx, y);
+            unsafe { _mm512_stream_si512(row.add(k0 - d).cast(), line) };
+        }
+        if k0 + 32 == k && d > 0 {
+            if r + 1 < R {
+                let line = _mm512_permutex2var_epi16(y, self.idx, self.first[r + 1]);
+                unsafe { _mm512_stream_si512(row.add(k - d).cast(), line) };
+            } else {
+                unsafe { _mm512_mask_storeu_epi16(row.add(k0).cast(), !self.head, y) };
+            }
+        }
+        self.prev[r] = y;
+    }
+}
+
+/// The 16 outputs of row `n`, group `g` (fields 0..16), repeated in both halves of
+/// a register: the formula `f32(q - z) * s` and the rounding of `T` (bf16: the
+/// integer round-to-nearest-even of `f32_to_bf16_bits`; f16: `vcvtps2ph`, as the
+/// driver's F16C code).
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/DQ and F16C (inlined into the callers that enable
+/// them: a call per table cost a tenth of the time).
+#[inline(always)]
+unsafe fn table<T: Out>(l: &Linear<'_>, n: usize, g: usize) -> __m512i {
+    let (z, s) = l.params(n, g);
+    let z = z - l.weights.offset;
+    // SAFETY: the caller's features.
+    unsafe {
+        let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let d = _mm512_sub_epi32(iota, _mm512_set1_epi32(z));
+        let y = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(s));
+        let h = if T::OUT == DType::BF16 {
+            let x = _mm512_castps_si512(y);
+            let hi = _mm512_srli_epi32::<16>(x);
+            let lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+            let r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+            let r = _mm512_srli_epi32::<16>(r);
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
+            let q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
+            _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q))
+        } else {
+            _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y)
+        };
+        _mm512_broadcast_i64x4(h)
+    }
+}
+
+/// The 64 bytes of words `first..first + 16` of `l`'s weights.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+#[inline]
+fn line(l: &Linear<'_>, first: usize) -> __m512i {
+    let b = l.weights.run(first, LINE, 1);
+    assert!(b.len() == 64);
+    // SAFETY: `b` is 64 bytes (asserted); unaligned load.
+    unsafe { _mm512_loadu_si512(b.as_ptr().cast()) }
+}
+
+/// Prefetches the line of word `i` of `l`'s weights into L2 (any `i`: the
+/// address is only formed, never dereferenced, and a prefetch does not fault).
+#[inline(always)]
+fn prefetch(l: &Linear<'_>, i: usize) {
+    let p = l.weights.words.as_ptr().wrapping_add(4 * i);
+    // SAFETY: a prefetch reads nothing the program sees and never faults.
+    unsafe { _mm_prefetch::<_MM_HINT_T1>(p.cast()) };
+}
+
+/// Rows `n0..n0 + 64`, words along K, into `out` (64 rows of K).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+fn inner<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { LINE * SUB }>) {
+    const ROWS: usize = LINE * SUB;
+    let Groups::Size(gs) = l.map else {
+        return;
+    };
+    let (k, cs) = (l.k, l.weights.col_stride);
+    // Output qword q of a row takes qword q / 4 of its 128-bit lane (`lanes`); its
+    // 16-bit lane i gets the nibble at bit 16 (q % 4) + 4 i of it (`ctrl`).
+    let lanes: [__m512i; 4] = core::array::from_fn(|i| {
+        let (a, b) = (2 * i as i64, 2 * i as i64 + 1);
+        _mm512_set_epi64(b, b, b, b, a, a, a, a)
+    });
+    let ctrl = _mm512_set1_epi64(i64::from_le_bytes([0, 0, 4, 4, 8, 8, 12, 12]));
+    let ones = 0x0101_0101_0101_0101;
+    let step = _mm512_set_epi64(
+        48 * ones,
+        32 * ones,
+        16 * ones,
+        0,
+        48 * ones,
+        32 * ones,
+        16 * ones,
+        0,
+    );
+    let ctrl = _mm512_add_epi8(ctrl, step);
+    let mut tabs = [_mm512_setzero_si512(); ROWS];
+    for g in 0..k.div_ceil(gs) {
+        for (r, t) in tabs.iter_mut().enumerate() {
+            // SAFETY: this function enables the features `table` needs.
+            *t = unsafe { table::<T>(l, n0 + r, g) };
+        }
+        for k0 in (g * gs..((g + 1) * gs).min(k)).step_by(32) {
+            let kw = k0 / 8;
+            for i in 0..4 {
+                for s in 0..SUB {
+                    prefetch(l, (kw + AHEAD + i) * cs + n0 + LINE * s);
+                }
+            }
+            for s in 0..SUB {
+                let r: [__m512i; 4] =
+                    core::array::from_fn(|i| line(l, (kw + i) * cs + n0 + LINE * s));
+                let a0 = _mm512_unpacklo_epi32(r[0], r[1]);
+                let a1 = _mm512_unpackhi_epi32(r[0], r[1]);
+                let a2 = _mm512_unpacklo_epi32(r[2], r[3]);
+                let a3 = _mm512_unpackhi_epi32(r[2], r[3]);
+                // b[m], 128-bit lane i: words kw..kw + 4 of row 4 i + m.
+                let b = [
+                    _mm512_unpacklo_epi64(a0, a2),
+                    _mm512_unpackhi_epi64(a0, a2),
+                    _mm512_unpacklo_epi64(a1, a3),
+                    _mm512_unpackhi_epi64(a1, a3),
+                ];
+                for (m, &bm) in b.iter().enumerate() {
+                    for (i, &lane) in lanes.iter().enumerate() {
+                        let row = LINE * s + 4 * i + m;
+                        let x = _mm512_permutexvar_epi64(lane, bm);
+                        let ix = _mm512_multishift_epi64_epi8(ctrl, x);
+                        let y = _mm512_permutexvar_epi16(ix, tabs[row]);
+                        out.put(row, k0, y);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// 16x16 words transposed: word `j` of `r[i]` to word `i` of `r[j]`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+#[inline]
+fn transpose16(r: &mut [__m512i; 16]) {
+    let mut t = [_mm512_setzero_si512(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4i + m], 128-bit lane L: words 4L + m of rows 4i..4i + 4.
+    let mut u = [_mm512_setzero_si512(); 16];
+    for i in 0..4 {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for m in 0..4 {
+        let p0 = _mm512_shuffle_i32x4::<0x44>(u[m], u[4 + m]);
+        let p1 = _mm512_shuffle_i32x4::<0xee>(u[m], u[4 + m]);
+        let q0 = _mm512_shuffle_i32x4::<0x44>(u[8 + m], u[12 + m]);
+        let q1 = _mm512_shuffle_i32x4::<0xee>(u[8 + m], u[12 + m]);
+        r[m] = _mm512_shuffle_i32x4::<0x88>(p0, q0);
+        r[4 + m] = _mm512_shuffle_i32x4::<0xdd>(p0, q0);
+        r[8 + m] = _mm512_shuffle_i32x4::<0x88>(p1, q1);
+        r[12 + m] = _mm512_shuffle_i32x4::<0xdd>(p1, q1);
+    }
+}
+
+/// Rows `n0..n0 + 128` (word columns `n0 / 8..n0 / 8 + 16`), words along N, into
+/// `out`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx2,f16c")]
+fn outer<T: Out>(l: &Linear<'_>, n0: usize, out: &mut Rows<'_, { 8 * LINE }>) {
+    const ROWS: usize = 8 * LINE;
+    let (Groups::Size(gs), Packing::Outer { order }) = (l.map, l.weights.packing) else {
+        return;
+    };
+    let (k, cs, c0) = (l.k, l.weights.col_stride, n0 / 8);
+    // Byte b of words 0..32 (16 from each source) into the low bytes of 32 lanes.
+    let pick: [__m512i; 4] = core::array::from_fn(|b| {
+        let ix: [u8; 64] = core::array::from_fn(|i| (4 * (i / 2) + b) as u8);
+        // SAFETY: 64 bytes, unaligned load.
+        unsafe { _mm512_loadu_si512(ix.as_ptr().cast()) }
+    });
+    let mut tabs = [_mm512_setzero_si512(); ROWS];
+    for g in 0..k.div_ceil(gs) {
+        for (r, t) in tabs.iter_mut().enumerate() {
+            // SAFETY: this function enables the features `table` needs.
+            *t = unsafe { table::<T>(l, n0 + r, g) };
+        }
+        for k0 in (g * gs..((g + 1) * gs).min(k)).step_by(32) {
+            for i in 0..32 {
+                prefetch(l, (k0 + 2 * AHEAD + i) * cs + c0);
+            }
+            // Transposed, `lo[c]` holds column c0 + c at k0..k0 + 16, `hi[c]` at
+            // k0 + 16..k0 + 32.
+            let mut lo: [__m512i; 16] = core::array::from_fn(|i| line(l, (k0 + i) * cs + c0));
+            let mut hi: [__m512i; 16] = core::array::from_fn(|i| line(l, (k0 + 16 + i) * cs + c0));
+            transpose16(&mut lo);
+            transpose16(&mut hi);
+            for c in 0..LINE {
+                let f: [__m512i; 4] =
+                    core::array::from_fn(|b| _mm512_permutex2var_epi8(lo[c], pick[b], hi[c]));
+                for (j, &field) in order.iter().enumerate() {
+                    let x = f[usize::from(field / 2)];
+                    let x = if field % 2 == 1 {
+                        _mm512_srli_epi16::<4>(x)
+                    } else {
+                        x
+                    };
+                    let row = 8 * c + j;
+                    let y = _mm512_permutexvar_epi16(x, tabs[row]);
+                    out.put(row, k0, y);
+                }
+            }
+        }
+    }
+}
