@@ -4,8 +4,7 @@
 
 use std::ops::Range;
 
-use dq_runtime::policy::{self, StoreStrategy};
-use dq_runtime::{DType, arch};
+use dq_runtime::DType;
 use half::{bf16, f16};
 
 mod sealed {
@@ -63,18 +62,10 @@ impl Element for bf16 {
 /// f32 elements decoded at a time before a 16-bit output converts them.
 const PIECE: usize = 1 << 14;
 
-/// f32 elements decoded at a time into a buffer that stays in L1 when a large f32
-/// output is streamed (non-temporal stores).
-const TILE: usize = 2048;
-
 /// Decodes `units` units of `per_unit` elements each into `out` on up to `threads`
 /// threads (0 is taken as 1). `decode(units, buf)` writes the f32 values of a range
 /// of units into `buf` (its element count); each element is decoded once, by one
 /// thread, so the bits do not depend on the thread count.
-///
-/// A large f32 output whose store strategy ([`policy::store_for`]) is non-temporal
-/// is decoded a tile at a time into a buffer in L1 and streamed from there, so its
-/// lines are written without first being read; the bits are the same.
 pub(crate) fn split<T: Element>(
     out: &mut [T],
     per_unit: usize,
@@ -86,14 +77,13 @@ pub(crate) fn split<T: Element>(
     }
     let units = out.len() / per_unit;
     let threads = threads.clamp(1, units.max(1));
-    let stream = policy::store_for(size_of_val(out)) == StoreStrategy::NonTemporal;
     if threads == 1 {
-        return run(out, 0, per_unit, stream, decode);
+        return run(out, 0, per_unit, decode);
     }
     let per_thread = units.div_ceil(threads);
     std::thread::scope(|s| {
         for (i, part) in out.chunks_mut(per_thread * per_unit).enumerate() {
-            s.spawn(move || run(part, i * per_thread, per_unit, stream, decode));
+            s.spawn(move || run(part, i * per_thread, per_unit, decode));
         }
     });
 }
@@ -124,20 +114,15 @@ pub(crate) fn split_direct<T: Element>(
 }
 
 /// Decodes the units of `out` (the first is unit `first`) on this thread: in place
-/// for f32 (streamed from a small buffer with `stream`), through a small f32 buffer
-/// otherwise.
+/// for f32, through a small f32 buffer otherwise.
 fn run<T: Element>(
     out: &mut [T],
     first: usize,
     per_unit: usize,
-    stream: bool,
     decode: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
 ) {
     let units = out.len() / per_unit;
     if let Some(f) = T::as_f32_mut(out) {
-        if stream {
-            return streamed(f, first, per_unit, decode);
-        }
         return decode(first..first + units, f);
     }
     let step = (PIECE / per_unit).max(1);
@@ -151,27 +136,6 @@ fn run<T: Element>(
             *o = T::from_f32(y);
         }
     }
-}
-
-/// [`run`] for f32 with non-temporal stores: [`TILE`] elements (whole units) at a
-/// time decoded into a buffer, then streamed to `out`.
-fn streamed(
-    out: &mut [f32],
-    first: usize,
-    per_unit: usize,
-    decode: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
-) {
-    let step = (TILE / per_unit).max(1);
-    let mut buf = vec![0f32; step * per_unit];
-    for (i, chunk) in out.chunks_mut(step * per_unit).enumerate() {
-        let start = first + i * step;
-        let buf = &mut buf[..chunk.len()];
-        decode(start..start + chunk.len() / per_unit, buf);
-        // SAFETY: `chunk` is a live `&mut [f32]` of `buf.len()` elements, so valid
-        // for writing `size_of_val(buf)` bytes, and it cannot overlap `buf`.
-        unsafe { arch::stream_copy(chunk.as_mut_ptr().cast(), bytemuck::cast_slice(buf)) };
-    }
-    arch::stream_fence();
 }
 
 #[cfg(test)]
@@ -201,25 +165,6 @@ mod tests {
             split(&mut out16, 5, threads, &decode);
             let want16: Vec<f16> = want.iter().map(|&y| f16::from_f32(y)).collect();
             assert_eq!(out16, want16, "{threads} threads, f16");
-        }
-    }
-
-    /// The streamed path writes every element, across tiles and at unaligned
-    /// starts and ends (partial lines stored plainly).
-    #[test]
-    fn streamed_f32_lands_every_unit() {
-        let decode = |units: Range<usize>, buf: &mut [f32]| {
-            for (i, u) in units.enumerate() {
-                buf[5 * i..5 * i + 5].fill(u as f32 + 0.5);
-            }
-        };
-        for units in [1, TILE / 5, TILE / 5 + 1, 3 * TILE / 5 + 7] {
-            let mut out = vec![-1f32; 5 * units + 2];
-            streamed(&mut out[1..=5 * units], 40, 5, &decode);
-            assert_eq!((out[0], out[5 * units + 1]), (-1.0, -1.0), "{units} units");
-            for (i, y) in out[1..=5 * units].iter().enumerate() {
-                assert_eq!(*y, (40 + i / 5) as f32 + 0.5, "{units} units, element {i}");
-            }
         }
     }
 
