@@ -31,8 +31,19 @@ pub mod form {
     pub const OPAQUE: usize = 0;
     /// Runs left to LLVM (vectorized across runs where it chooses).
     pub const OPEN: usize = 1;
+    /// [`OPAQUE`] with non-temporal stores for a large output (see [`streams`]).
+    pub const OPAQUE_NT: usize = 2;
+    /// [`OPEN`] with non-temporal stores for a large output (see [`streams`]).
+    pub const OPEN_NT: usize = 3;
     /// How many forms there are.
-    pub const COUNT: usize = 2;
+    pub const COUNT: usize = 4;
+
+    /// True when form `f` writes a large output with non-temporal stores: each run
+    /// computed in registers, then stored 16 bytes at a time without first reading
+    /// the destination lines.
+    pub const fn streams(f: usize) -> bool {
+        f >= OPAQUE_NT
+    }
 }
 
 /// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked)
@@ -46,14 +57,28 @@ pub(crate) fn decode<D: Block, const FORM: usize>(bytes: &[u8], out: &mut [f32])
         assert!(FORM < form::COUNT, "no such form");
     }
     let d = &D::DECL;
+    let nt = form::streams(FORM) && stream_ok(d, out);
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        fused_block::<D>(block, out, FORM == form::OPAQUE);
+        fused_block::<D>(block, out, FORM % 2 == form::OPAQUE, nt);
+    }
+    if nt {
+        crate::arch::stream_fence();
     }
 }
 
+/// True when `out` can take non-temporal 16-byte stores run by run (x86-64, 16-byte
+/// aligned, runs of whole 4-lane vectors) and is large (its lines come from memory:
+/// [`policy::store_for`](crate::policy::store_for) is not plain).
+fn stream_ok(d: &BlockDecl, out: &[f32]) -> bool {
+    cfg!(target_arch = "x86_64")
+        && (out.as_ptr() as usize).is_multiple_of(16)
+        && d.inner().is_multiple_of(4)
+        && crate::policy::store_for(size_of_val(out)) != crate::policy::StoreStrategy::Plain
+}
+
 #[inline(always)]
-fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool) {
+fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool, nt: bool) {
     let d = &D::DECL;
     let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
     params::eval(d, block, &mut p);
@@ -64,7 +89,7 @@ fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool) {
         // faster, open ones Q4_1, Q5_1 and MXFP4 1.2-1.5x faster.
         let r = if opaque { core::hint::black_box(r) } else { r };
         let out = &mut out[r * inner..][..inner];
-        fused_run::<D>(block, r, &p[group::<D>(r)], out, opaque);
+        fused_run::<D>(block, r, &p[group::<D>(r)], out, opaque, nt);
     }
 }
 
@@ -74,7 +99,14 @@ const MAX_FIELDS: usize = 4;
 /// Run `r` of a block: each element's integer (offset plus its fields' bits) and
 /// its value in one pass, no integer array in between.
 #[inline(always)]
-fn fused_run<D: Block>(block: &[u8], r: usize, p: &[f32; MAX_PARAMS], out: &mut [f32], copy: bool) {
+fn fused_run<D: Block>(
+    block: &[u8],
+    r: usize,
+    p: &[f32; MAX_PARAMS],
+    out: &mut [f32],
+    copy: bool,
+    nt: bool,
+) {
     let d = &D::DECL;
     let n = d.digits.len();
     let (mut base, mut shift) = ([0usize; MAX_FIELDS], [0usize; MAX_FIELDS]);
@@ -95,7 +127,9 @@ fn fused_run<D: Block>(block: &[u8], r: usize, p: &[f32; MAX_PARAMS], out: &mut 
             run[k][..out.len()].copy_from_slice(&block[base[k]..base[k] + out.len()]);
         }
     }
-    for (l, y) in out.iter_mut().enumerate() {
+    let mut vals = [0f32; MAX_RUN];
+    let vals = &mut vals[..out.len()];
+    for (l, y) in vals.iter_mut().enumerate() {
         let mut q = d.offset;
         for (k, f) in d.fields.iter().enumerate() {
             let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
@@ -110,6 +144,27 @@ fn fused_run<D: Block>(block: &[u8], r: usize, p: &[f32; MAX_PARAMS], out: &mut 
         }
         *y = value::<D>(q, p);
     }
+    if nt {
+        stream_run(out, vals);
+    } else {
+        out.copy_from_slice(vals);
+    }
+}
+
+/// `out = vals` by non-temporal 16-byte stores (`stream_ok` checked the alignment
+/// and that the run is whole 4-lane vectors).
+#[inline(always)]
+fn stream_run(out: &mut [f32], vals: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for (o, v) in out.chunks_exact_mut(4).zip(vals.chunks_exact(4)) {
+        use core::arch::x86_64::{_mm_loadu_ps, _mm_stream_ps};
+        // SAFETY: `o` is 4 writable f32 at a 16-byte aligned address (`stream_ok`:
+        // `out`'s start is 16-byte aligned and every run starts a whole number of
+        // 4-lane vectors into it); `v` is 4 readable f32; SSE is baseline on x86-64.
+        unsafe { _mm_stream_ps(o.as_mut_ptr(), _mm_loadu_ps(v.as_ptr())) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    out.copy_from_slice(vals);
 }
 
 /// A field's bits `v` as the integer they stand for (table entry, sign-extended,

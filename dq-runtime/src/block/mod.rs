@@ -135,6 +135,8 @@ impl BlockKernel {
             forms: [
                 Fns::of::<Declared<D, { form::OPAQUE }>>(),
                 Fns::of::<Declared<D, { form::OPEN }>>(),
+                Fns::of::<Declared<D, { form::OPAQUE_NT }>>(),
+                Fns::of::<Declared<D, { form::OPEN_NT }>>(),
             ],
             count: form::COUNT,
             ..Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))

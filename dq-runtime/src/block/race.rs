@@ -4,8 +4,10 @@
 //! compiles best depends on the declaration, the ISA and the CPU. Measured in
 //! cache, one thread, on AMD EPYC (Zen 4, AVX-512): opaque runs kept Q4_0, Q5_0 and
 //! Q2_K 3-6x faster than open ones, open runs Q4_1, Q5_1 and MXFP4 1.2-1.5x faster
-//! than opaque ones. So the first large calls of each (type, ISA) take the forms in
-//! turn, [`ROUNDS`] timed calls each, and the fastest by median is kept.
+//! than opaque ones. Each also comes with non-temporal stores for outputs larger
+//! than half the last-level cache, which pay only where writes are the limit. So
+//! the first large calls of each (type, ISA) take the forms in turn, [`ROUNDS`]
+//! timed calls each, and the fastest by median is kept.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
