@@ -84,9 +84,9 @@ fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool, nt: bool) 
     params::eval(d, block, &mut p);
     let inner = d.inner();
     for r in 0..d.block_elems / inner {
-        // Opaque run index, or not: measured on AMD EPYC
-        // (Zen 4) AVX-512, in cache, opaque runs kept Q4_0, Q5_0 and Q2_K 3-6x
-        // faster, open ones Q4_1, Q5_1 and MXFP4 1.2-1.5x faster.
+        // Opaque run index, or not: measured on AMD EPYC (Zen 4) AVX-512, in
+        // cache, opaque runs kept Q4_0, Q5_0 and Q2_K 3-6x faster, open ones Q4_1,
+        // Q5_1 and MXFP4 1.2-1.5x faster.
         let r = if opaque { core::hint::black_box(r) } else { r };
         let out = &mut out[r * inner..][..inner];
         fused_run::<D>(block, r, &p[group::<D>(r)], out, opaque, nt);

@@ -108,10 +108,10 @@ impl Fns {
 }
 
 /// One block type compiled for every ISA, in one form (a plain float type) or
-/// [`form::COUNT`] (a declared type: its runs opaque to LLVM or not). The forms
-/// give the same
-/// bits; [`run_on`](BlockKernel::run_on) times both on its first large calls
-/// and keeps the faster, per type and ISA.
+/// [`form::COUNT`] (a declared type: its runs opaque to LLVM or not, each with
+/// plain or non-temporal stores). The forms give the same bits;
+/// [`run_on`](BlockKernel::run_on) times them on its first large calls and keeps
+/// the fastest, per type and ISA.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockKernel {
     /// The type's name.
@@ -183,18 +183,13 @@ impl BlockKernel {
     /// [`BlockError::Length`] when the lengths do not match.
     pub fn run_on(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
         self.check(isa, bytes, out)?;
-        if self.count < 2 {
-            // SAFETY: `check` found `isa` available.
-            unsafe { self.forms[0].run(isa, bytes, out) };
-            return Ok(());
-        }
-        if out.len() < race::MIN_ELEMENTS {
-            let form = race::untimed_form(self.name, isa);
-            // SAFETY: `check` found `isa` available.
-            unsafe { self.forms[form].run(isa, bytes, out) };
-            return Ok(());
-        }
-        let (form, timed) = race::next(self.name, isa);
+        let (form, timed) = if self.count < 2 {
+            (0, false)
+        } else if out.len() < race::MIN_ELEMENTS {
+            (race::untimed_form(self.name, isa), false)
+        } else {
+            race::next(self.name, isa)
+        };
         let t = std::time::Instant::now();
         // SAFETY: `check` found `isa` available.
         unsafe { self.forms[form].run(isa, bytes, out) };

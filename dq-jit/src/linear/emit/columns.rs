@@ -28,20 +28,12 @@ impl Emit<'_, '_> {
         let c = self.var(types::I64, c0);
         let last = self.b.ins().iadd_imm_s(n1, w as i64 - 1);
         let c1 = self.div_c(last, w);
-        let (head, body, whole, part, next, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
+        let (cv, head, exit) = self.while_below(c, c1);
+        let (whole, part, next) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let cv = self.b.use_var(c);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, cv, c1);
-        self.b.ins().brif(more, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
         let nb = self.mul_c(cv, w);
         let rs = self.b.ins().umax(nb, n0);
         let ne = self.b.ins().iadd_imm_s(nb, w as i64);
