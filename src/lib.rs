@@ -28,6 +28,7 @@ pub use dq_runtime::*;
 
 use std::sync::OnceLock;
 
+pub mod buffer;
 pub mod case;
 pub mod formats;
 pub mod model;

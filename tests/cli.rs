@@ -1027,6 +1027,37 @@ fn bench_json_has_every_field() {
     } else {
         assert!(j["jit_compile_us"].is_null());
     }
+    assert_eq!(j["machine"]["pages"], "huge (MADV_HUGEPAGE)");
+}
+
+#[test]
+fn bench_base_pages_is_said() {
+    let o = dq(&[
+        "bench",
+        "--shape",
+        "8x128",
+        "--reps",
+        "1",
+        "--min-time",
+        "0",
+    ]);
+    assert_ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("buffers: huge (MADV_HUGEPAGE) pages"), "{out}");
+    let o = dq(&[
+        "bench",
+        "--shape",
+        "8x128",
+        "--reps",
+        "1",
+        "--min-time",
+        "0",
+        "--base-pages",
+        "--json",
+    ]);
+    assert_ok(&o);
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["machine"]["pages"], "base");
 }
 
 #[test]

@@ -165,6 +165,10 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Time on 4 KiB pages: no huge-page advice for the src, dst and memcpy
+    /// buffers (by default they are advised as NumPy advises its large arrays).
+    #[arg(long)]
+    pub base_pages: bool,
 }
 
 /// `dq demo`.

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use dq::case::Case;
-use dq::{Backend, DType, Kernel, Op, Plan, Qtype, TensorDesc, TensorMut};
+use dq::case::{Case, OwnedTensor};
+use dq::{Backend, DType, Kernel, Op, Plan, Qtype, Tensor, TensorDesc, TensorMut};
 use serde_json::{Value, json};
 
 use super::args::{BenchArgs, CaseArgs, IntList, OpName, Shape};
@@ -100,8 +100,21 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         };
         kernels.push((name, kernel));
     }
-    // One dst buffer per backend, bound once; memcpy copies into its own.
-    let mut outs: Vec<Vec<u8>> = kernels.iter().map(|_| vec![0xffu8; dst_bytes]).collect();
+    // One dst buffer per backend, bound once; memcpy copies into its own. All
+    // on huge pages unless `--base-pages` (see `dq::buffer`).
+    let huge = !a.base_pages;
+    let buf = |len, byte| {
+        let mut v = if huge {
+            dq::buffer::zeroed(len)
+        } else {
+            vec![0u8; len]
+        };
+        v.fill(byte);
+        v
+    };
+    let mut src = buf(case.src.data.len(), 0);
+    src.copy_from_slice(&case.src.data);
+    let mut outs: Vec<Vec<u8>> = kernels.iter().map(|_| buf(dst_bytes, 0xff)).collect();
     let mut dsts: Vec<TensorMut> = outs
         .iter_mut()
         .map(|out| TensorMut {
@@ -109,12 +122,18 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             data: out,
         })
         .collect();
+    let src = Tensor {
+        desc: case.src.desc.clone(),
+        data: &src,
+    };
+    let (scales, zps) = (case.scales.as_ref(), case.zps.as_ref());
+    let (scales, zps) = (scales.map(OwnedTensor::view), zps.map(OwnedTensor::view));
     let mut jobs = Vec::with_capacity(kernels.len());
     for dst in &mut dsts {
-        jobs.push(case.bind(&plan, dst)?);
+        jobs.push(plan.bind(&src, scales.as_ref(), zps.as_ref(), dst)?);
     }
-    let copy_src = vec![1u8; dst_bytes];
-    let mut copy_dst = vec![0u8; dst_bytes];
+    let copy_src = buf(dst_bytes, 1);
+    let mut copy_dst = buf(dst_bytes, 0);
     let threads = a.case.threads;
     let pool = copy_pool(threads)?;
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
@@ -147,6 +166,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     let auto = (kernels.iter().find(|(_, k)| k.backend() == Backend::Auto))
         .map(|_| auto_json(backends, &plan));
     let mut machine = machine_json(dst_bytes);
+    machine["pages"] = json!(if huge { "huge (MADV_HUGEPAGE)" } else { "base" });
     machine["store_per_backend"] = (kernels.iter())
         .map(|(name, k)| {
             let s = dq::exec::raced_store(&plan, *k).map(|s| s.name());
@@ -218,6 +238,7 @@ fn cpu_model() -> String {
 fn print_machine(m: &Value) {
     let s = |k: &str| m[k].as_str().unwrap_or("?").to_string();
     println!("cpu: {}", s("cpu"));
+    println!("buffers: {} pages", s("pages"));
     let how = match m["large_store_ns_per_4mib"].as_object() {
         Some(ns) => {
             let t: Vec<String> = (ns.iter())

@@ -293,7 +293,7 @@ impl Lazy<'_> {
 /// The item's elements as little-endian `T` bytes (decoded in place when the byte
 /// buffer is aligned for `T`, as the allocator gives it in practice).
 fn bytes_of<T: Element>(item: &Item<'_>, n: usize, opts: &Options) -> Result<Vec<u8>, ItemError> {
-    let mut bytes = vec![0u8; n * size_of::<T>()];
+    let mut bytes: Vec<u8> = dq::buffer::zeroed(n * size_of::<T>());
     match bytemuck::try_cast_slice_mut::<u8, T>(&mut bytes) {
         Ok(out) if cfg!(target_endian = "little") => item.fill(out, opts)?,
         _ => {

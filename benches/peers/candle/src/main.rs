@@ -4,7 +4,11 @@
 //! floats), with a memcpy yardstick, in one process.
 //!
 //! GB/s = (block bytes + f32 bytes) / median time. Usage:
-//! `dq-peer-candle [--min-time SECONDS] [--json] [--elements N]`.
+//! `dq-peer-candle [--min-time SECONDS] [--json] [--elements N] [--base-pages]`.
+//!
+//! The output and memcpy buffers are advised for transparent huge pages before
+//! first touch (Linux `MADV_HUGEPAGE`, as NumPy does for large arrays; candle and
+//! dq write the same buffer); `--base-pages` leaves them on 4 KiB pages.
 //!
 //! `dq-peer-candle --write-model FILE [--gb G]` instead writes a GGUF of about G GB
 //! (default 1) of 4096x4096 tensors quantized by candle, cycling Q4_K, Q6_K, Q8_0,
@@ -43,9 +47,11 @@ fn main() {
         write_model(&path, gb, n).expect("writing the model file");
         return;
     }
+    let huge = !args.iter().any(|a| a == "--base-pages");
     let xs = floats(n);
     let mut ys = vec![0f32; n];
-    let memcpy = memcpy_gbps(n * 4, min_time);
+    advise_huge(&mut ys, huge);
+    let memcpy = memcpy_gbps(n * 4, min_time, huge);
     let mut rows = vec![
         row::<BlockQ4_0>("Q4_0", 2, &xs, &mut ys, min_time),
         row::<BlockQ4_1>("Q4_1", 3, &xs, &mut ys, min_time),
@@ -232,10 +238,31 @@ fn median(min: Duration, mut f: impl FnMut()) -> f64 {
 }
 
 /// memcpy of `bytes` into a reused buffer: (read + written bytes) / median, GB/s.
-fn memcpy_gbps(bytes: usize, t: Duration) -> f64 {
-    let (src, mut dst) = (vec![1u8; bytes], vec![0u8; bytes]);
+fn memcpy_gbps(bytes: usize, t: Duration, huge: bool) -> f64 {
+    let (mut src, mut dst) = (vec![0u8; bytes], vec![0u8; bytes]);
+    advise_huge(&mut src, huge);
+    advise_huge(&mut dst, huge);
+    src.fill(1);
     let s = median(t, || dst.copy_from_slice(black_box(&src)));
     2.0 * bytes as f64 / s / 1e9
+}
+
+/// With `huge`, advises `v`'s whole pages for transparent huge pages (a hint, on
+/// Linux; a large zeroed `vec!` is fresh untouched memory, so its pages come from
+/// the first writes after this).
+fn advise_huge<T>(v: &mut [T], huge: bool) {
+    #[cfg(target_os = "linux")]
+    if huge {
+        let (start, len) = (v.as_mut_ptr() as usize, size_of_val(v));
+        let first = start.next_multiple_of(4096);
+        let end = (start + len) / 4096 * 4096;
+        if end > first {
+            // SAFETY: madvise on whole pages inside `v`'s allocation; MADV_HUGEPAGE
+            // changes no contents, only how later faults are served.
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+        }
+    }
+    let _ = (v, huge);
 }
 
 fn cpu_model() -> String {
