@@ -247,22 +247,12 @@ fn memcpy_gbps(bytes: usize, t: Duration, huge: bool) -> f64 {
     2.0 * bytes as f64 / s / 1e9
 }
 
-/// With `huge`, advises `v`'s whole pages for transparent huge pages (a hint, on
-/// Linux; a large zeroed `vec!` is fresh untouched memory, so its pages come from
-/// the first writes after this).
+/// With `huge`, advises `v` for transparent huge pages (`dq::buffer`; a large
+/// zeroed `vec!` is fresh untouched memory, so its pages come from later writes).
 fn advise_huge<T>(v: &mut [T], huge: bool) {
-    #[cfg(target_os = "linux")]
     if huge {
-        let (start, len) = (v.as_mut_ptr() as usize, size_of_val(v));
-        let first = start.next_multiple_of(4096);
-        let end = (start + len) / 4096 * 4096;
-        if end > first {
-            // SAFETY: madvise on whole pages inside `v`'s allocation; MADV_HUGEPAGE
-            // changes no contents, only how later faults are served.
-            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
-        }
+        dq::buffer::advise_huge_pages(v);
     }
-    let _ = (v, huge);
 }
 
 fn cpu_model() -> String {
