@@ -333,8 +333,9 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.b.ins().brif(ok, fast, &[], slow, &[]);
             self.b.switch_to_block(fast);
             let tabs = self.exp_tables(sv);
-            self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
-                t.emit_exp_step(tabs, sp, dp)
+            let steps = Steps::Double { full: None };
+            self.emit_vector_loop((j0, j1), run, tail, steps, |t, _, sp, dp| {
+                t.emit_exp_steps(tabs, sp, dp)
             });
             self.b.switch_to_block(slow);
         }
