@@ -5,13 +5,15 @@
 //! Metric: GB/s = (packed weights + zero points + scales + bf16 output bytes) / median
 //! time per call, the definition of `benches/peers/checkpoints_numpy.py` (the NumPy
 //! peer). The memcpy group copies a buffer of the output's size and counts read +
-//! write bytes. `cargo bench --bench checkpoints`.
+//! write bytes. Output and memcpy buffers are on huge pages (`dq::buffer`), as in
+//! `dq bench`. `cargo bench --bench checkpoints`.
 
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dq::buffer::zeroed;
 use dq::case::Rng;
 use dq::formats::hf::Checkpoint;
 use dq::{Backend, Options};
@@ -115,8 +117,10 @@ fn bench(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(4));
     let out_bytes = N * K * 2;
-    let src = vec![1u8; out_bytes];
-    let mut dst = vec![0u8; out_bytes];
+    // Output and memcpy buffers on huge pages, as `dq bench`'s (see `dq::buffer`).
+    let mut src: Vec<u8> = zeroed(out_bytes);
+    src.fill(1);
+    let mut dst: Vec<u8> = zeroed(out_bytes);
     group.throughput(Throughput::Bytes(2 * out_bytes as u64));
     group.bench_function("memcpy", |b| {
         b.iter(|| dst.copy_from_slice(black_box(&src)))
@@ -127,7 +131,7 @@ fn bench(c: &mut Criterion) {
         let packed = l.packed().data().len() + l.scales().data().len();
         let bytes = packed + l.zeros().map_or(0, |z| z.data().len()) + out_bytes;
         group.throughput(Throughput::Bytes(bytes as u64));
-        let mut out = vec![bf16::ZERO; N * K];
+        let mut out: Vec<bf16> = zeroed(N * K);
         for backend in [
             Backend::Generated,
             Backend::Jit,

@@ -5,12 +5,14 @@
 //! of the candle peer (`bash benches/peers/run.sh --gguf`, which times candle-core
 //! on the same blocks; candle is not built here). The memcpy group copies a buffer
 //! of the output's size and counts read + write bytes.
+//! Output and memcpy buffers are on huge pages (`dq::buffer`), as in `dq bench`.
 //! `cargo bench --bench gguf [-- TYPE]`, e.g. `-- Q4_K`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dq::buffer::zeroed;
 use dq::case::Rng;
 use dq::formats::gguf::{GgmlType, Gguf, one_tensor_file};
 use dq::{Backend, Options};
@@ -50,14 +52,16 @@ fn bench(c: &mut Criterion) {
         .sample_size(20)
         .measurement_time(Duration::from_secs(3));
     let out_bytes = COLS * ROWS * 4;
-    let src = vec![1u8; out_bytes];
-    let mut dst = vec![0u8; out_bytes];
+    // Output and memcpy buffers on huge pages, as `dq bench`'s (see `dq::buffer`).
+    let mut src: Vec<u8> = zeroed(out_bytes);
+    src.fill(1);
+    let mut dst: Vec<u8> = zeroed(out_bytes);
     group.throughput(Throughput::Bytes(2 * out_bytes as u64));
     group.bench_function("memcpy", |b| {
         b.iter(|| dst.copy_from_slice(black_box(&src)))
     });
     let mut rng = Rng::new(19);
-    let mut out = vec![0f32; COLS * ROWS];
+    let mut out: Vec<f32> = zeroed(COLS * ROWS);
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_supported()) {
         let data = blocks(&mut rng, ty);
         let bytes = one_tensor_file("w", ty, &[COLS as u64, ROWS as u64], &data);
