@@ -236,11 +236,12 @@ fn large_cases() -> Vec<Case> {
 fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
     let mut rng = Rng::new(77);
     let _natural = default_chunks();
-    // With the measured split (the probe, then as many threads as pay), then split
-    // over every thread whatever the measurement says (it may keep a fast kernel's
-    // 150k elements on one thread).
+    // With the measured split (the probe, then as many threads as pay; timed
+    // however small the case, where a fast kernel's 150k elements would otherwise
+    // make one call), then split over every thread whatever the measurement says.
     for forced in [false, true] {
         dq::exec::force_split(forced);
+        dq::exec::always_probe(!forced);
         for case in large_cases() {
             let n = case.numel();
             assert!(dq::exec::split(n, 2).len() > 1, "{n} elements do not split");
@@ -262,6 +263,7 @@ fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
         }
     }
     dq::exec::force_split(false);
+    dq::exec::always_probe(false);
     for v in backend_variants() {
         ran(&format!(
             "parallel splits at 1, 2, 3, 7 threads: {}",

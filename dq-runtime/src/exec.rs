@@ -328,6 +328,15 @@ impl<'a> Job<'a> {
         let n = self.plan.numel();
         let forced =
             FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
+        if !forced && !ALWAYS_PROBE.get() && !may_split(self.plan, threads) {
+            // Too little work to pay for a wake-up even at the fastest possible
+            // speed: one call, no probe.
+            return policy::with_call_store(store, || {
+                // SAFETY: the whole plan, `supports` said yes, and `&mut self`
+                // keeps every other run of this job out while this lasts.
+                unsafe { kernel.run(self, 0..n) }
+            });
+        }
         let (start, ns) = if forced {
             (0, f64::INFINITY)
         } else {
@@ -478,6 +487,19 @@ const MIN_CHUNK: usize = 1 << 15;
 /// choosing how many threads the rest pays for.
 pub const PROBE: usize = 1 << 14;
 
+thread_local! {
+    /// Whether [`always_probe`] is on for this thread.
+    static ALWAYS_PROBE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Test hook: [`Job::run_parallel`] called on this thread times its probe
+/// whatever the plan's size (no one-call shortcut for small work); `false`
+/// restores it. Per thread, so concurrent tests are not affected.
+#[doc(hidden)]
+pub fn always_probe(on: bool) {
+    ALWAYS_PROBE.set(on);
+}
+
 /// Whether [`force_split`] is on.
 static FORCED_SPLIT: AtomicBool = AtomicBool::new(false);
 
@@ -534,6 +556,22 @@ fn pool(threads: usize) -> Option<(Arc<rayon::ThreadPool>, f64)> {
         .ok()?;
     let wake = wake_ns(&p);
     Some(pools.entry(threads).or_insert((Arc::new(p), wake)).clone())
+}
+
+/// True when `plan` could pay for waking a second thread at the fastest speed
+/// any kernel writes its output ([`policy::FASTEST_NS_PER_BYTE`]) with the pool
+/// of `threads`'s measured wake-up: else [`Job::run_parallel`] makes one call,
+/// without the timed probe (two calls instead of one cost small plans up to 40%).
+fn may_split(plan: &Plan, threads: usize) -> bool {
+    let n = plan.numel();
+    // Bounded by the chunks first, as the split is (this builds the pool).
+    let threads = threads.min(split(n, threads).len());
+    if threads < 2 {
+        return false;
+    }
+    let ns = policy::FASTEST_NS_PER_BYTE * plan.lowering().output_bytes() as f64 / n.max(1) as f64;
+    let wake = pool(threads).map_or(f64::INFINITY, |(_, wake)| wake);
+    policy::threads_for(n, ns, wake, threads) > 1
 }
 
 /// Empty dispatches timed by [`wake_ns`].
@@ -679,6 +717,7 @@ mod tests {
 
     #[test]
     fn measured_runs_cover_the_probe_and_the_rest() {
+        always_probe(true);
         let r = Reference::default();
         for n in [PROBE - 1, PROBE, PROBE + 1, 5 * PROBE + 7] {
             let (_, whole) = with_job(n, |job| job.run(&r).unwrap());
@@ -688,6 +727,36 @@ mod tests {
                 assert!(whole == par, "{n} elements, {threads} threads");
             }
         }
+        always_probe(false);
+    }
+
+    /// The reference, counting its calls.
+    #[derive(Default)]
+    struct Counted(std::sync::atomic::AtomicUsize, Reference);
+
+    impl Kernel for Counted {
+        fn backend(&self) -> Backend {
+            self.1.backend()
+        }
+        fn supports(&self, plan: &Plan) -> Result<()> {
+            self.1.supports(plan)
+        }
+        unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: as the caller promised.
+            unsafe { self.1.run(job, range) }
+        }
+    }
+
+    #[test]
+    fn work_too_small_to_split_is_one_call() {
+        // 4 * PROBE f32 outputs take at least 64K / 256 = 256 ns, far below any
+        // pool's wake-up (tens of microseconds).
+        let k = Counted::default();
+        let n = 4 * PROBE;
+        let (_, out) = with_job(n, |job| job.run_parallel(&k, 2).unwrap());
+        assert_eq!(k.0.load(Ordering::Relaxed), 1, "one call, no probe");
+        assert_eq!(out[n - 1], ((n - 1) as i8) as f32 * 0.5);
     }
 
     #[test]

@@ -160,6 +160,11 @@ pub fn report_store(key: u64, s: StoreStrategy, ns_per_element: f64) {
 /// times the pool's measured wake-up and join.
 pub const WAKE_MULTIPLE: f64 = 2.0;
 
+/// A floor under any kernel's time per output byte on one thread (256 GB/s: one
+/// 64-byte store a cycle at 4 GHz): work that cannot pay for a thread's wake-up
+/// even at this speed is run without timing it first.
+pub const FASTEST_NS_PER_BYTE: f64 = 1.0 / 256.0;
+
 /// How many of `threads` threads to split `elements` over, given the kernel's
 /// measured `ns_per_element` on one thread and the pool's measured `wake_ns` (an
 /// empty dispatch): the most threads whose shares each take at least

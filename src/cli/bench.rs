@@ -313,6 +313,9 @@ fn sample_rounds(
 ) -> Result<Vec<Vec<f64>>, CliError> {
     let mut batch = Vec::with_capacity(calls.len());
     for f in calls.iter_mut() {
+        // A first call may build a thread pool or race its kernels: size the
+        // batch by the second.
+        f()?;
         let t = Instant::now();
         f()?;
         let once = t.elapsed().as_secs_f64().max(1e-9);
