@@ -311,7 +311,8 @@ fn block<const S: usize>(
         unsafe { _mm512_loadu_si512(ix.as_ptr().cast()) }
     });
     // Words not on a line (the checkpoint's tensor offset) span two lines.
-    let split = (l.weights.words.as_ptr() as usize + 4 * c0) % 64 != 0 || (4 * cs) % 64 != 0;
+    let split = !(l.weights.words.as_ptr() as usize + 4 * c0).is_multiple_of(64)
+        || !(4 * cs).is_multiple_of(64);
     for i in 0..32 * S {
         prefetch(l, (k0 + 2 * AHEAD + i) * cs + c0);
         if split {
@@ -327,6 +328,8 @@ fn block<const S: usize>(
             x
         })
     });
+    // `c` indexes the innermost arrays of `w` and names the rows `8 c..8 c + 8`.
+    #[allow(clippy::needless_range_loop)]
     for c in 0..LINE {
         // `f[s][b]`: byte b of column c's words at k0 + 32 s..k0 + 32 s + 32.
         let f: [[__m512i; 4]; S] = core::array::from_fn(|s| {
