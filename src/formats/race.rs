@@ -10,8 +10,9 @@
 //! - linears, 4096x11008 g128 -> bf16: before the generated driver's AVX-512 VBMI
 //!   fast path the JIT ran GPTQ and AWQ 1.3-1.6x faster than it (and
 //!   compressed-tensors 1.4x slower); with it the generated driver runs GPTQ 1.5x
-//!   faster than the JIT and AWQ within a few percent of it, and CPUs without VBMI
-//!   still get the JIT where it wins;
+//!   faster than the JIT and AWQ 1.2-1.5x faster (its blocks of 128 inputs and
+//!   line-aligned tiles; loaded host, noisy), and CPUs without VBMI still get the
+//!   JIT where it wins;
 //! - GGUF blocks, 4096x4096 -> f32: the JIT was faster on Q4_0, Q3_K and MXFP4,
 //!   slower on Q5_K and Q2_K (`benches/gguf.rs`).
 

@@ -41,14 +41,17 @@ const TILE_WORDS: usize = 8;
 pub(super) fn run<T: Out>(isa: Isa, l: &Linear<'_>, rows: Range<usize>, out: &mut [T]) {
     if let Some(kind) = wide::kind::<T>(isa, l) {
         // Whole tiles on the fast path, the rows before and after here.
-        let start = kind.align(rows.start).min(rows.end);
-        let end = start + (rows.end - start) / kind.rows() * kind.rows();
-        if end > start {
-            let (head, rest) = out.split_at_mut((start - rows.start) * l.k);
-            let (tiles, tail) = rest.split_at_mut((end - start) * l.k);
-            tiled(isa, l, rows.start..start, head);
-            wide::run(kind, l, start..end, tiles);
-            tiled(isa, l, end..rows.end, tail);
+        let (covered, runs) = wide::runs(kind, l, rows.clone());
+        if !covered.is_empty() {
+            let k = l.k;
+            let (head, rest) = out.split_at_mut((covered.start - rows.start) * k);
+            let (tiles, tail) = rest.split_at_mut(covered.len() * k);
+            tiled(isa, l, rows.start..covered.start, head);
+            for run in runs.into_iter().filter(|r| !r.is_empty()) {
+                let at = run.start - covered.start..run.end - covered.start;
+                wide::run(kind, l, run, &mut tiles[at.start * k..at.end * k]);
+            }
+            tiled(isa, l, covered.end..rows.end, tail);
             return;
         }
     }

@@ -11,7 +11,9 @@
 //! shift) and looked up in its table with `vpermw` (indices modulo 32: the table
 //! is repeated, so bit 4 of an index is ignored). Outputs go straight to the
 //! output, realigned to its 64-byte lines and written with non-temporal stores (no
-//! read of the output's lines); the words are prefetched into L2 ahead.
+//! read of the output's lines); the words are prefetched into L2 ahead. AWQ tiles
+//! take a group's inputs in blocks of 128 (a row's 4 lines written in a burst)
+//! and start on the words' 64-byte lines where the layout allows ([`runs`]).
 
 use std::ops::Range;
 
@@ -46,12 +48,43 @@ impl Kind {
             Kind::Outer => 8 * LINE,
         }
     }
+}
 
-    /// The first row a tile may start at, from `n`.
-    pub(super) fn align(self, n: usize) -> usize {
-        match self {
-            Kind::Inner => n,
-            Kind::Outer => n.next_multiple_of(8),
+/// Runs of whole tiles for rows `rows` of `l`: the rows they cover, and up to three
+/// runs (empty when absent) inside those rows. `Inner`: one run from
+/// `rows.start`. `Outer`: from the first word column on; when the weights' word
+/// rows are 64-byte lines but not at the first column (a checkpoint's tensor
+/// offset), the main run starts at the first column on a line and a tile before it
+/// and one at the end overlap it (their common rows are written twice, with the
+/// same values): each load of the main run is one line, not two (split loads cost
+/// a fifth of the time).
+pub(super) fn runs(
+    kind: Kind,
+    l: &Linear<'_>,
+    rows: Range<usize>,
+) -> (Range<usize>, [Range<usize>; 3]) {
+    let t = kind.rows();
+    let none = || 0..0;
+    match kind {
+        Kind::Inner => {
+            let end = rows.start + rows.len() / t * t;
+            (rows.start..end, [rows.start..end, none(), none()])
+        }
+        Kind::Outer => {
+            let lo = rows.start.next_multiple_of(8);
+            let hi = rows.end / 8 * 8;
+            if hi < lo + t {
+                return (lo..lo, [none(), none(), none()]);
+            }
+            // Word column c of word row k starts at byte 4 (c + k N / 8).
+            let base = l.weights.words.as_ptr() as usize;
+            let lines = (4 * l.weights.col_stride).is_multiple_of(64);
+            let aligned = |n: usize| lines && (base + 4 * (n / 8)).is_multiple_of(64);
+            let a = (lo..lo + t).step_by(8).find(|&n| aligned(n)).unwrap_or(lo);
+            let main = a..a + (hi - a) / t * t;
+            let head = if a > lo { lo..lo + t } else { none() };
+            let tail = if main.end < hi { hi - t..hi } else { none() };
+            (lo..hi, [head, main, tail])
         }
     }
 }
@@ -89,8 +122,8 @@ fn vbmi() -> bool {
     false
 }
 
-/// Rows `tiles` (whole tiles of `kind`: `kind.rows()` rows each, word-column
-/// aligned for `Outer`) of `l` into `out` (`tiles.len() * K` elements).
+/// Rows `tiles` (whole tiles of `kind`: `kind.rows()` rows each, from a word
+/// column for `Outer`) of `l` into `out` (`tiles.len() * K` elements).
 pub(super) fn run<T: Out>(kind: Kind, l: &Linear<'_>, tiles: Range<usize>, out: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a `Kind` is only made by `kind`, which found AVX-512 VBMI and
@@ -177,6 +210,86 @@ mod tests {
             let skew = rng.below(32) as usize;
             check::<bf16>(&l, start..end, skew);
             check::<f16>(&l, start..end, skew);
+        }
+    }
+
+    /// True when this CPU runs the fast path; otherwise a `SKIPPED` line on
+    /// stderr, or a failure under `DQ_REQUIRE_ALL_PATHS=1` (CI).
+    fn runs_here(test: &str) -> bool {
+        if Isa::Avx512.available() && vbmi() {
+            return true;
+        }
+        if std::env::var_os("DQ_REQUIRE_ALL_PATHS").is_some_and(|v| v == "1") {
+            panic!("DQ_REQUIRE_ALL_PATHS=1 but {test} cannot run here (no AVX-512 VBMI)");
+        }
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED (path unavailable): {test}");
+        false
+    }
+
+    /// AWQ weights at every 4-byte offset from a 64-byte line: the runs cover the
+    /// rows with whole tiles, the main run's columns start on a line (a tile before
+    /// it and one after overlap it when the weights are off a line), and the output
+    /// equals the portable driver bit for bit for the whole weight and row ranges
+    /// that cut its tiles.
+    #[test]
+    fn awq_runs_start_on_lines() {
+        if !runs_here("linear::wide::tests::awq_runs_start_on_lines") {
+            return;
+        }
+        let mut rng = Rng::new(5);
+        let (n, k, gs) = (4 * 128, 192, 64);
+        let groups = k / gs;
+        let order = [0, 4, 1, 5, 2, 6, 3, 7];
+        let raw = rng.bytes(4 * k * n / 8 + 128);
+        let zbytes = rng.bytes(4 * groups * n / 8);
+        let sbytes: Vec<u8> = (0..groups * n)
+            .flat_map(|_| (0x1800u16 + rng.below(0xc00) as u16).to_le_bytes())
+            .collect();
+        let at = (64 - raw.as_ptr() as usize % 64) % 64;
+        for off in (0..64).step_by(4) {
+            let words = &raw[at + off..at + off + 4 * k * n / 8];
+            let weights = Packed {
+                words,
+                bits: 4,
+                packing: Packing::Outer { order },
+                row_stride: 1,
+                col_stride: n / 8,
+                offset: 0,
+            };
+            let zeros = Packed {
+                words: &zbytes,
+                bits: 4,
+                packing: Packing::Outer { order },
+                row_stride: 1,
+                col_stride: n / 8,
+                offset: 0,
+            };
+            let scales = Scales {
+                bytes: &sbytes,
+                dtype: ScaleType::F16,
+                row_stride: 1,
+                col_stride: n,
+            };
+            let l =
+                Linear::new(n, k, groups, weights, Some(zeros), scales, Groups::Size(gs)).unwrap();
+            let (covered, [head, main, tail]) = runs(Kind::Outer, &l, 0..n);
+            assert_eq!(covered, 0..n);
+            let start = words.as_ptr() as usize + 4 * (main.start / 8);
+            assert_eq!(start % 64, 0, "offset {off}: main run {main:?}");
+            assert_eq!(head.is_empty(), off == 0, "offset {off}: head {head:?}");
+            let all = [&head, &main, &tail];
+            for r in all.into_iter().filter(|r| !r.is_empty()) {
+                assert!(
+                    r.len().is_multiple_of(128) && covered.start <= r.start && r.end <= covered.end
+                );
+            }
+            let inside = |n: usize| all.iter().any(|r| r.contains(&n));
+            assert!(covered.clone().all(inside), "offset {off}: {all:?}");
+            check::<bf16>(&l, 0..n, 8);
+            check::<f16>(&l, 0..n, 0);
+            let first = 8 * rng.below(8) as usize + rng.below(3) as usize;
+            check::<bf16>(&l, first..n - rng.below(20) as usize, 3);
         }
     }
 
