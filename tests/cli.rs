@@ -1032,29 +1032,24 @@ fn bench_json_has_every_field() {
 
 #[test]
 fn bench_base_pages_is_said() {
-    let o = dq(&[
-        "bench",
-        "--shape",
-        "8x128",
-        "--reps",
-        "1",
-        "--min-time",
-        "0",
-    ]);
+    let quick = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--shape",
+            "8x128",
+            "--reps",
+            "1",
+            "--min-time",
+            "0",
+        ];
+        args.extend(extra);
+        dq(&args)
+    };
+    let o = quick(&[]);
     assert_ok(&o);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("buffers: huge (MADV_HUGEPAGE) pages"), "{out}");
-    let o = dq(&[
-        "bench",
-        "--shape",
-        "8x128",
-        "--reps",
-        "1",
-        "--min-time",
-        "0",
-        "--base-pages",
-        "--json",
-    ]);
+    let o = quick(&["--base-pages", "--json"]);
     assert_ok(&o);
     let j: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["machine"]["pages"], "base");

@@ -249,7 +249,7 @@ mod tests {
         let at = (64 - raw.as_ptr() as usize % 64) % 64;
         for off in (0..64).step_by(4) {
             let words = &raw[at + off..at + off + 4 * k * n / 8];
-            let weights = Packed {
+            let awq = |words| Packed {
                 words,
                 bits: 4,
                 packing: Packing::Outer { order },
@@ -257,14 +257,7 @@ mod tests {
                 col_stride: n / 8,
                 offset: 0,
             };
-            let zeros = Packed {
-                words: &zbytes,
-                bits: 4,
-                packing: Packing::Outer { order },
-                row_stride: 1,
-                col_stride: n / 8,
-                offset: 0,
-            };
+            let (weights, zeros) = (awq(words), awq(&zbytes));
             let scales = Scales {
                 bytes: &sbytes,
                 dtype: ScaleType::F16,
