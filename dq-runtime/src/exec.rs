@@ -328,33 +328,38 @@ impl<'a> Job<'a> {
         let n = self.plan.numel();
         let forced =
             FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
-        if !forced && !ALWAYS_PROBE.get() && !may_split(self.plan, threads) {
-            // Too little work to pay for a wake-up even at the fastest possible
-            // speed: one call, no probe.
-            return policy::with_call_store(store, || {
-                // SAFETY: the whole plan, `supports` said yes, and `&mut self`
-                // keeps every other run of this job out while this lasts.
-                unsafe { kernel.run(self, 0..n) }
-            });
-        }
-        let (start, ns) = if forced {
-            (0, f64::INFINITY)
-        } else {
-            let probe = PROBE.min(n);
-            let t = Instant::now();
-            policy::with_call_store(store, || {
-                // SAFETY: `0..probe` is inside the plan, `supports` said yes, and
-                // `&mut self` keeps every other run of this job out while this lasts.
-                unsafe { kernel.run(self, 0..probe) }
-            });
-            (probe, t.elapsed().as_nanos() as f64 / probe as f64)
-        };
+        // The probe's elements (none when forced), and the rest.
+        let start = if forced { 0 } else { PROBE.min(n) };
         let rest = n - start;
         // More threads than chunks would idle; bounding the pool by the work also
         // bounds what a huge requested count can spawn.
         let mut threads = threads.min(split(rest, threads).len());
-        if !forced && threads > 1 {
-            let wake = pool(threads).map_or(f64::INFINITY, |(_, wake)| wake);
+        let wake = match threads {
+            2.. if !forced => pool(threads).map_or(f64::INFINITY, |(_, wake)| wake),
+            _ => f64::INFINITY,
+        };
+        if !forced && !ALWAYS_PROBE.get() {
+            // Work that cannot pay for a wake-up even at the fastest speed any
+            // kernel writes its output: one call, no probe (two calls instead of
+            // one cost small plans up to 40%).
+            let bytes = self.plan.lowering().output_bytes() as f64;
+            let floor = policy::FASTEST_NS_PER_BYTE * bytes / n.max(1) as f64;
+            if policy::threads_for(n, floor, wake, threads) < 2 {
+                return policy::with_call_store(store, || {
+                    // SAFETY: the whole plan, `supports` said yes, and `&mut self`
+                    // keeps every other run of this job out while this lasts.
+                    unsafe { kernel.run(self, 0..n) }
+                });
+            }
+        }
+        if !forced {
+            let t = Instant::now();
+            policy::with_call_store(store, || {
+                // SAFETY: `0..start` is inside the plan, `supports` said yes, and
+                // `&mut self` keeps every other run of this job out while this lasts.
+                unsafe { kernel.run(self, 0..start) }
+            });
+            let ns = t.elapsed().as_nanos() as f64 / start as f64;
             threads = policy::threads_for(rest, ns, wake, threads);
         }
         let pool = (threads > 1).then(|| pool(threads)).flatten();
@@ -556,22 +561,6 @@ fn pool(threads: usize) -> Option<(Arc<rayon::ThreadPool>, f64)> {
         .ok()?;
     let wake = wake_ns(&p);
     Some(pools.entry(threads).or_insert((Arc::new(p), wake)).clone())
-}
-
-/// True when `plan` could pay for waking a second thread at the fastest speed
-/// any kernel writes its output ([`policy::FASTEST_NS_PER_BYTE`]) with the pool
-/// of `threads`'s measured wake-up: else [`Job::run_parallel`] makes one call,
-/// without the timed probe (two calls instead of one cost small plans up to 40%).
-fn may_split(plan: &Plan, threads: usize) -> bool {
-    let n = plan.numel();
-    // Bounded by the chunks first, as the split is (this builds the pool).
-    let threads = threads.min(split(n, threads).len());
-    if threads < 2 {
-        return false;
-    }
-    let ns = policy::FASTEST_NS_PER_BYTE * plan.lowering().output_bytes() as f64 / n.max(1) as f64;
-    let wake = pool(threads).map_or(f64::INFINITY, |(_, wake)| wake);
-    policy::threads_for(n, ns, wake, threads) > 1
 }
 
 /// Empty dispatches timed by [`wake_ns`].
