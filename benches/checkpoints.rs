@@ -8,7 +8,8 @@
 //! write bytes. Output and memcpy buffers are on huge pages (`dq::buffer`), as in
 //! `dq bench`. `cargo bench --bench checkpoints`.
 
-use std::hint::black_box;
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -117,14 +118,7 @@ fn bench(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(4));
     let out_bytes = N * K * 2;
-    // Output and memcpy buffers on huge pages, as `dq bench`'s (see `dq::buffer`).
-    let mut src: Vec<u8> = zeroed(out_bytes);
-    src.fill(1);
-    let mut dst: Vec<u8> = zeroed(out_bytes);
-    group.throughput(Throughput::Bytes(2 * out_bytes as u64));
-    group.bench_function("memcpy", |b| {
-        b.iter(|| dst.copy_from_slice(black_box(&src)))
-    });
+    support::memcpy(&mut group, out_bytes);
     for (name, dir) in checkpoints(root.path()) {
         let ckpt = Checkpoint::open(&dir).unwrap();
         let l = ckpt.linear(PREFIX).unwrap();

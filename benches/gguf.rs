@@ -8,7 +8,8 @@
 //! Output and memcpy buffers are on huge pages (`dq::buffer`), as in `dq bench`.
 //! `cargo bench --bench gguf [-- TYPE]`, e.g. `-- Q4_K`.
 
-use std::hint::black_box;
+mod support;
+
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -52,14 +53,7 @@ fn bench(c: &mut Criterion) {
         .sample_size(20)
         .measurement_time(Duration::from_secs(3));
     let out_bytes = COLS * ROWS * 4;
-    // Output and memcpy buffers on huge pages, as `dq bench`'s (see `dq::buffer`).
-    let mut src: Vec<u8> = zeroed(out_bytes);
-    src.fill(1);
-    let mut dst: Vec<u8> = zeroed(out_bytes);
-    group.throughput(Throughput::Bytes(2 * out_bytes as u64));
-    group.bench_function("memcpy", |b| {
-        b.iter(|| dst.copy_from_slice(black_box(&src)))
-    });
+    support::memcpy(&mut group, out_bytes);
     let mut rng = Rng::new(19);
     let mut out: Vec<f32> = zeroed(COLS * ROWS);
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_supported()) {
