@@ -19,7 +19,9 @@ use crate::error::{JitError, Stage};
 use crate::spec::{Spec, analyse};
 use crate::translate::{Lut, Translator};
 
-/// The compiled function: computes logical elements `start..end`.
+/// The compiled function: computes logical elements `start..end`, reading
+/// scales as [`Spec::scale_type`] values and storing [`Spec::out`] elements
+/// (a kernel's [`Jit::spec`](crate::Jit::spec) says which).
 pub type KernelFn = unsafe extern "C" fn(
     src: *const u8,
     scales: *const u8,

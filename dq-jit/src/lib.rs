@@ -28,6 +28,7 @@ mod cache;
 mod compile;
 mod error;
 mod linear;
+mod scales;
 mod spec;
 mod stream;
 mod translate;
@@ -126,6 +127,16 @@ impl Jit {
     /// Drops every cached kernel (kernels still held elsewhere stay valid).
     pub fn clear(&self) {
         self.cache.clear();
+    }
+
+    /// What a kernel for `plan` is compiled with (f16 blocks and tables, widened
+    /// scales), without compiling it.
+    ///
+    /// # Errors
+    /// As [`kernel`](Self::kernel), for a plan without elements or a formula that
+    /// does not accept its dtypes.
+    pub fn spec(&self, plan: &Plan) -> Result<Spec> {
+        Ok(self.cache.spec(plan)?)
     }
 
     /// The CLIF text of the function compiled for `plan` (for review and tests).
@@ -264,26 +275,44 @@ impl CompiledKernel {
         if range.is_empty() {
             return Ok(());
         }
-        let stream = self.streams(range.len());
-        if self.spec.f16_blocks {
-            self.run_f16_blocks(job, range, stream);
-        } else if stream {
-            self.run_streaming(job, range);
+        if self.spec.f32_scales {
+            let span = scales::span(&self.spec, range.clone());
+            scales::with_f32(job.scales(), span, |s| self.run_on(job, s, range));
         } else {
-            // SAFETY: the plan matches the compiled spec and `bind` validated every
-            // buffer for it; `range` is inside the plan, and the kernel writes only
-            // the dst elements of `range`, which this call owns (the contract of
-            // Kernel::run, or `run`'s `&mut Job`).
-            unsafe { self.call(job, job.dst_ptr(), range) };
+            self.run_on(job, job.scales().as_ptr(), range);
         }
         Ok(())
+    }
+
+    /// [`run_with`](Self::run_with) once its checks passed, reading the scales
+    /// as the kernel reads them at `scales` (valid for every scale index of
+    /// `range`).
+    fn run_on(&self, job: &Job<'_>, scales: *const u8, range: Range<usize>) {
+        let stream = self.streams(range.len());
+        if self.spec.f16_blocks {
+            self.run_f16_blocks(job, scales, range, stream);
+        } else if stream {
+            self.run_streaming(job, scales, range);
+        } else {
+            // SAFETY: the plan matches the compiled spec and `bind` validated every
+            // buffer for it (`scales` as the caller says); `range` is inside the
+            // plan, and the kernel writes only the dst elements of `range`, which
+            // this call owns (the contract of Kernel::run, or `run`'s `&mut Job`).
+            unsafe { self.call(job, scales, job.dst_ptr(), range) };
+        }
     }
 
     /// Runs `range` block by block: the kernel writes each block's results (dense,
     /// `Spec::out_bytes` an element; streaming and f16 blocks both need a dense dst)
     /// into a thread-local staging buffer, then `flush(s, bytes)` moves the block
     /// that starts at element `s` to dst.
-    fn run_blocks(&self, job: &Job<'_>, range: Range<usize>, mut flush: impl FnMut(usize, &[u8])) {
+    fn run_blocks(
+        &self,
+        job: &Job<'_>,
+        scales: *const u8,
+        range: Range<usize>,
+        mut flush: impl FnMut(usize, &[u8]),
+    ) {
         thread_local! {
             static BUF: RefCell<Box<stream::Block>> =
                 RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
@@ -301,7 +330,7 @@ impl CompiledKernel {
                 let base = buf.as_mut_ptr().wrapping_sub(s * w);
                 // SAFETY: as in `run_with` for src/scales/zps; the kernel's writes
                 // land in `buf` (dense, see above), which holds `per` elements.
-                unsafe { self.call(job, base, s..e) };
+                unsafe { self.call(job, scales, base, s..e) };
                 flush(s, &buf[..(e - s) * w]);
                 s = e;
             }
@@ -309,9 +338,9 @@ impl CompiledKernel {
     }
 
     /// Computes blocks into a thread-local buffer and streams them to dst.
-    fn run_streaming(&self, job: &Job<'_>, range: Range<usize>) {
+    fn run_streaming(&self, job: &Job<'_>, scales: *const u8, range: Range<usize>) {
         let w = self.spec.dst_bytes();
-        self.run_blocks(job, range, |s, block| {
+        self.run_blocks(job, scales, range, |s, block| {
             // SAFETY: the block's bytes s*w.. of dst belong to this call's range,
             // and `bind` checked the dst buffer holds every element.
             unsafe { arch::stream_copy(job.dst_ptr().add(s * w), block) }
@@ -322,12 +351,12 @@ impl CompiledKernel {
     /// Under [`Spec::f16_blocks`](crate::Spec): computes blocks of f32 results and
     /// converts each to f16 into dst (through a second block and non-temporal
     /// stores when `stream`).
-    fn run_f16_blocks(&self, job: &Job<'_>, range: Range<usize>, stream: bool) {
+    fn run_f16_blocks(&self, job: &Job<'_>, scales: *const u8, range: Range<usize>, stream: bool) {
         thread_local! {
             static OUT: RefCell<Box<stream::Block>> =
                 RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
         }
-        self.run_blocks(job, range, |s, block| {
+        self.run_blocks(job, scales, range, |s, block| {
             // The block starts the 64-byte aligned staging buffer.
             let x = stream::as_f32s(block);
             let n = x.len();
@@ -356,14 +385,16 @@ impl CompiledKernel {
     }
 
     /// # Safety
-    /// `job`'s plan matches `self.spec`, `range` is inside it, and `dst` is a base
-    /// at which the kernel's dst writes for `range` are valid and exclusive.
-    unsafe fn call(&self, job: &Job<'_>, dst: *mut u8, range: Range<usize>) {
+    /// `job`'s plan matches `self.spec`, `range` is inside it, `scales` is a base
+    /// at which the kernel's scale reads for `range` are valid ([`Spec::scale_type`]
+    /// values), and `dst` one at which its dst writes for `range` are valid and
+    /// exclusive.
+    unsafe fn call(&self, job: &Job<'_>, scales: *const u8, dst: *mut u8, range: Range<usize>) {
         // SAFETY: forwarded from the caller's contract.
         unsafe {
             (self.code.func)(
                 job.src().as_ptr(),
-                job.scales().as_ptr(),
+                scales,
                 job.zps().as_ptr(),
                 dst,
                 range.start,

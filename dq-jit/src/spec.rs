@@ -22,16 +22,20 @@ pub struct Spec {
     pub lowering: Lowering,
     /// f16 results are computed as f32 into a block buffer and converted by the
     /// host's f16 conversion instructions (F16C), which are exact: dense f16 dst
-    /// from 8-bit or wider src (f8 float src too, unless its long segments look
-    /// their results up in f16 tables), when the JIT allows it and the host has them. The
-    /// kernel then stores f32 and only runs through
-    /// [`CompiledKernel::run`](crate::CompiledKernel::run).
+    /// whose segments are too short for tables ([`f16_tables`](Self::f16_tables)),
+    /// when the JIT allows it and the host has them. The kernel then stores f32
+    /// and only runs through [`CompiledKernel::run`](crate::CompiledKernel::run).
     pub f16_blocks: bool,
-    /// 4-bit src (or 8-bit float src with 256-entry tables) to f16: each
-    /// segment's table is rounded by the host's f16 conversion instructions
-    /// (F16C, exact), called from the kernel, when the JIT allows host
-    /// conversion and the host has them.
+    /// 4-bit src with segments of at least `LUT_MIN` (or 8-bit float src with
+    /// 256-entry tables) to f16: each segment's table is rounded by the host's
+    /// f16 conversion instructions (F16C, exact), called from the kernel, when
+    /// the JIT allows host conversion and the host has them.
     pub f16_tables: bool,
+    /// f16 scales that change every few elements of the inner loop are widened
+    /// to f32 once per call, before the kernel runs, which then reads f32
+    /// scales (see [`scale_type`](Self::scale_type)); exact, so the bits do not
+    /// depend on it.
+    pub f32_scales: bool,
 }
 
 impl Deref for Spec {
@@ -71,24 +75,20 @@ impl Spec {
                 scales: lowering.scales,
             });
         };
-        // 4-bit src rounds through tables (16 values a segment), which costs less
-        // than converting every element.
-        let f16_blocks = f16_convert
-            && lowering.dst == DType::F16
-            && !lowering.src.is_4bit()
-            && !crate::translate::long_f8_segments(lowering)
-            && lowering.dst_dense
-            && arch::f16_convert();
-        let f16_tables = f16_convert
-            && lowering.dst == DType::F16
-            && (lowering.src.is_4bit() || crate::translate::long_f8_segments(lowering))
-            && arch::f16_convert();
+        // Long segments of one scale round through tables (16 or 256 values a
+        // segment), which costs less than converting every element.
+        let tables = crate::translate::long_4bit_segments(lowering)
+            || crate::translate::long_f8_segments(lowering);
+        let f16 = f16_convert && lowering.dst == DType::F16 && arch::f16_convert();
+        let f16_blocks = f16 && !tables && lowering.dst_dense;
+        let f16_tables = f16 && tables;
         Ok(Spec {
             formula,
             facts,
             lowering: lowering.clone(),
             f16_blocks,
             f16_tables,
+            f32_scales: crate::scales::pays(lowering),
         })
     }
 
@@ -98,6 +98,16 @@ impl Spec {
             DType::F32
         } else {
             self.dst
+        }
+    }
+
+    /// The dtype the compiled code reads scales as: f32 under
+    /// [`f32_scales`](Self::f32_scales), else the plan's scales dtype.
+    pub fn scale_type(&self) -> DType {
+        if self.f32_scales {
+            DType::F32
+        } else {
+            self.scales
         }
     }
 

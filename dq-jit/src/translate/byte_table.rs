@@ -25,16 +25,21 @@ pub(crate) fn long_f8_segments(l: &Lowering) -> bool {
     let Some(inner) = l.loops.last() else {
         return false;
     };
-    let longest = if inner.is_constant() {
-        inner.len
-    } else {
-        inner.group.min(inner.len)
-    };
     l.src.is_float_src()
         && l.src.bits() == 8
         && inner.src_stride == 1
         && inner.dst_stride == 1
-        && longest >= BYTE_TABLE_MIN
+        && longest_segment(l) >= BYTE_TABLE_MIN
+}
+
+/// The longest run of the inner loop over which scale and zero point stay the
+/// same (0 for a plan without loops).
+pub(crate) fn longest_segment(l: &Lowering) -> usize {
+    match l.loops.last() {
+        Some(inner) if inner.is_constant() => inner.len,
+        Some(inner) => inner.group.min(inner.len),
+        None => 0,
+    }
 }
 
 impl<'a, 'f> Translator<'a, 'f> {

@@ -103,13 +103,9 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().bitcast(types::I8X16, lanes(), v)
     }
 
-    /// Bytes per scale: the dst dtype's, or 1 for e8m0.
+    /// Bytes per scale as the kernel reads them.
     fn scale_bytes(&self) -> usize {
-        if self.spec.scales == DType::E8M0 {
-            1
-        } else {
-            self.spec.dst_bytes()
-        }
+        self.spec.scale_type().bits() / 8
     }
 
     /// The byte address of scale `base + j`.
@@ -122,10 +118,8 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// Scales `4k .. 4k + 4` from byte address `addr` as an F32X4.
     pub(super) fn load_scale_lanes(&mut self, addr: Value, k: usize) -> Value {
         let at = (k * 4 * self.scale_bytes()) as i32;
-        if self.spec.scales == DType::E8M0 {
-            return self.load_e8m0_lanes(addr, at);
-        }
-        match self.spec.dst {
+        match self.spec.scale_type() {
+            DType::E8M0 => self.load_e8m0_lanes(addr, at),
             DType::F32 => self.b.ins().load(types::F32X4, mem(), addr, at),
             DType::BF16 => {
                 let h = self.b.ins().uload16x4(mem(), addr, at);

@@ -55,6 +55,7 @@ use crate::spec::{Analysis, Spec};
 pub(crate) use byte_table::long_f8_segments;
 use eval::Int;
 pub(crate) use table::Lut;
+pub(crate) use table::long_4bit_segments;
 
 /// Elements per vector step.
 const STEP: i64 = 16;

@@ -231,10 +231,10 @@ impl<'a, 'f> Translator<'a, 'f> {
             let code = self.load_code(DType::E8M0, self.scales, idx);
             return self.decode(t, code);
         }
-        let w = self.spec.dst_bytes() as i64;
-        let off = self.mul_imm(idx, w);
+        let w = self.spec.scale_type().bits() / 8;
+        let off = self.mul_imm(idx, w as i64);
         let addr = self.add(self.scales, off);
-        match self.spec.dst {
+        match self.spec.scale_type() {
             DType::F32 => self.b.ins().load(types::F32, mem(), addr, 0),
             DType::F64 => self.b.ins().load(types::F64, mem(), addr, 0),
             DType::BF16 => {

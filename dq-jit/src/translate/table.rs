@@ -10,8 +10,9 @@ use cranelift_codegen::ir::{
 };
 use dq_runtime::convert::f32_to_bf16_bits;
 use dq_runtime::minifloat::f4_e2m1_to_f32;
-use dq_runtime::{DType, STANDARD_FLOAT};
+use dq_runtime::{DType, Lowering, STANDARD_FLOAT};
 
+use super::byte_table::longest_segment;
 use super::eval::Ints;
 use super::lane_loads::{MAGIC, bias};
 use super::vector::Steps;
@@ -28,18 +29,20 @@ pub(crate) enum Lut {
     Pshufb,
 }
 
+/// True when `l` has a 4-bit src and segments of one scale and zero point that
+/// can be at least [`LUT_MIN`] long (a shorter one costs about a vector step
+/// more as a table): where the translator looks results up in 16-entry tables,
+/// given a byte shuffle.
+pub(crate) fn long_4bit_segments(l: &Lowering) -> bool {
+    l.src.is_4bit() && longest_segment(l) >= LUT_MIN
+}
+
 impl<'a, 'f> Translator<'a, 'f> {
     /// True when constant-parameter segments of this spec go through a 16-entry
     /// table: 4-bit src, a byte shuffle on the target, and segments that can be at
     /// least [`LUT_MIN`] long (a shorter one costs about a vector step more).
     pub(super) fn lut_pays(&self) -> bool {
-        let inner = self.inner();
-        let longest = if inner.is_constant() {
-            inner.len
-        } else {
-            inner.group.min(inner.len)
-        };
-        self.spec.src.is_4bit() && self.lut != Lut::None && longest >= LUT_MIN
+        long_4bit_segments(&self.spec.lowering) && self.lut != Lut::None
     }
 
     /// True when a table segment's single elements (odd first nibble, tail) are

@@ -169,3 +169,35 @@ fn the_cases_reach_every_path() {
     });
     assert!(wide.contains("i128") && wide.contains("f32x4"));
 }
+
+/// f16 scales that change every few elements of the inner loop are widened to
+/// f32 per call (`Spec::f32_scales`): a scale per column, short column groups
+/// under tall row groups, three loops, and a transposed src; `check` runs every
+/// sub-range, each of which widens only the scales its elements read.
+#[test]
+fn f16_scales_widened_per_call() {
+    let mut r = Rng::new(11);
+    let mut n = 0;
+    for src in DYN_SRC {
+        for zps in [None, Some(DType::U8)] {
+            let dt = (src, zps, DType::F16);
+            let column = DynamicDequantize::per_channel(1);
+            let cases = [
+                Case::dynamic(column.clone(), dt, &[40, 70], &[70]),
+                Case::dynamic(column, dt, &[40, 70], &[70]).transposed(true, false),
+                Case::per_group(dt, &[40, 70], &[16, 1]),
+                Case::per_group(dt, &[41, 69], &[8, 3]),
+                Case::per_group(dt, &[3, 20, 37], &[1, 10, 1]),
+            ];
+            for c in cases {
+                for jit in &jits_for(DType::F16, &STANDARD) {
+                    let spec = jit.spec(&c.plan()).unwrap_or_else(|e| panic!("{e}"));
+                    assert!(spec.f32_scales, "{c:?}");
+                    check(jit, &c, &mut r, 2);
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert!(n >= 40, "{n} cases");
+}
