@@ -349,34 +349,21 @@ impl CompiledKernel {
     }
 
     /// Under [`Spec::f16_blocks`](crate::Spec): computes blocks of f32 results and
-    /// converts each to f16 into dst (through a second block and non-temporal
-    /// stores when `stream`).
+    /// converts each to f16 into dst (with non-temporal stores when `stream`).
     fn run_f16_blocks(&self, job: &Job<'_>, scales: *const u8, range: Range<usize>, stream: bool) {
-        thread_local! {
-            static OUT: RefCell<Box<stream::Block>> =
-                RefCell::new(Box::new(stream::Block([0; stream::BLOCK_BYTES])));
-        }
         self.run_blocks(job, scales, range, |s, block| {
             // The block starts the 64-byte aligned staging buffer.
             let x = stream::as_f32s(block);
-            let n = x.len();
-            // SAFETY: bytes 2s..2(s + n) of dst belong to this call's range, and
-            // `bind` checked the dst buffer holds every element.
-            let dst = unsafe { job.dst_ptr().add(s * 2) };
-            if stream {
-                OUT.with_borrow_mut(|o| {
-                    let out = &mut o.0[..2 * n];
-                    // SAFETY: `out` holds 2n bytes and is not `x`; then as for
-                    // `dst` above.
-                    unsafe {
-                        arch::f32_to_f16(out.as_mut_ptr(), x);
-                        arch::stream_copy(dst, out);
-                    }
-                });
-            } else {
-                // SAFETY: as for `dst` above; nothing else writes these bytes
-                // during this call (Kernel::run gives the range to this call).
-                unsafe { arch::f32_to_f16(dst, x) };
+            // SAFETY: bytes 2s..2(s + x.len()) of dst belong to this call's range,
+            // `bind` checked the dst buffer holds every element, and nothing else
+            // writes them during this call (Kernel::run gives the range to it).
+            unsafe {
+                let dst = job.dst_ptr().add(s * 2);
+                if stream {
+                    arch::f32_to_f16_stream(dst, x);
+                } else {
+                    arch::f32_to_f16(dst, x);
+                }
             }
         });
         if stream {

@@ -114,6 +114,26 @@ pub unsafe fn f32_to_f16(dst: *mut u8, x: &[f32]) {
     }
 }
 
+/// [`f32_to_f16`] writing the whole 64-byte aligned lines of dst with
+/// non-temporal stores, as [`stream_copy`] does (call [`stream_fence`] before the
+/// data is read); plain [`f32_to_f16`] where the CPU has no vector conversion.
+///
+/// # Safety
+/// As [`f32_to_f16`].
+pub unsafe fn f32_to_f16_stream(dst: *mut u8, x: &[f32]) {
+    // SAFETY: each function runs only on a CPU with its ISA (`hardware`); the
+    // buffers are the caller's.
+    unsafe {
+        match hardware() {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => x86_64::f32_to_f16_stream_avx512(dst, x),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => x86_64::f32_to_f16_stream_avx2(dst, x),
+            _ => f16_tail(dst, x),
+        }
+    }
+}
+
 /// [`f32_to_f16`] with `v`'s f16 stores, `V::LANES` values a step.
 ///
 /// # Safety

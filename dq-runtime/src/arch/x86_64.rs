@@ -457,6 +457,86 @@ pub(crate) unsafe fn f32_to_f16_avx512(dst: *mut u8, x: &[f32]) {
     unsafe { super::f32_to_f16_with(Avx512::new_unchecked(), dst, x) }
 }
 
+/// [`super::f32_to_f16_stream`] with 64-byte AVX-512 non-temporal stores.
+///
+/// # Safety
+/// As [`super::f32_to_f16`], on a CPU with AVX-512 F, BW, VL, DQ, AVX2 and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+pub(crate) unsafe fn f32_to_f16_stream_avx512(dst: *mut u8, x: &[f32]) {
+    // SAFETY: the caller's buffers and features; each line's 64 bytes of dst
+    // are 64-byte aligned (`f16_lines`) and its 32 f32 lie in `x`.
+    unsafe {
+        f16_lines(dst, x, f32_to_f16_avx512, |d, s| {
+            let a = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm512_loadu_ps(s),
+            );
+            let b = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm512_loadu_ps(s.add(16)),
+            );
+            _mm512_stream_si512(
+                d.cast(),
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b),
+            );
+        })
+    }
+}
+
+/// [`super::f32_to_f16_stream`] with 32-byte AVX non-temporal stores.
+///
+/// # Safety
+/// As [`super::f32_to_f16`], on a CPU with AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn f32_to_f16_stream_avx2(dst: *mut u8, x: &[f32]) {
+    // SAFETY: as in `f32_to_f16_stream_avx512`, with two 32-byte stores a line.
+    unsafe {
+        f16_lines(dst, x, f32_to_f16_avx2, |d, s| {
+            for k in 0..2 {
+                let lo =
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(s.add(16 * k)));
+                let hi = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(
+                    s.add(16 * k + 8),
+                ));
+                let v = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), hi);
+                _mm256_stream_si256(d.add(32 * k).cast(), v);
+            }
+        })
+    }
+}
+
+/// Converts `x` to f16 at `dst`: `plain` up to the first 64-byte aligned dst
+/// address and after the last, `line(d, s)` for each whole line between (32
+/// values from `s` to the 64 bytes at `d`). An odd `dst` gets `plain` alone.
+///
+/// # Safety
+/// `dst` is valid for writing `2 * x.len()` bytes and does not overlap `x`;
+/// `plain` converts as [`super::f32_to_f16`] and `line` its 32 values.
+#[inline(always)]
+unsafe fn f16_lines(
+    dst: *mut u8,
+    x: &[f32],
+    plain: unsafe fn(*mut u8, &[f32]),
+    line: impl Fn(*mut u8, *const f32),
+) {
+    let n = x.len();
+    let head = if dst as usize % 2 == 0 {
+        (dst.align_offset(64) / 2).min(n)
+    } else {
+        n
+    };
+    let lines = (n - head) / 32;
+    let done = head + 32 * lines;
+    // SAFETY: every element index below is < n, and its bytes 2i, 2i + 1 lie in
+    // the caller's dst.
+    unsafe {
+        plain(dst, &x[..head]);
+        for l in 0..lines {
+            let i = head + 32 * l;
+            line(dst.add(2 * i), x.as_ptr().add(i));
+        }
+        plain(dst.add(2 * done), &x[done..]);
+    }
+}
+
 /// [`super::f32_to_f16`] with AVX2 + F16C stores.
 ///
 /// # Safety
@@ -962,23 +1042,38 @@ mod tests {
     fn f16_blocks_match_half_at_any_alignment() {
         type ConvertFn = unsafe fn(*mut u8, &[f32]);
         let xs = f16_inputs();
-        let mut fns: Vec<(&str, ConvertFn)> = vec![("dispatch", super::super::f32_to_f16)];
-        for (isa, f) in [
-            (Isa::Avx2, f32_to_f16_avx2 as ConvertFn),
-            (Isa::Avx512, f32_to_f16_avx512),
+        let mut fns: Vec<(String, ConvertFn)> = vec![
+            ("dispatch".into(), super::super::f32_to_f16),
+            ("dispatch stream".into(), super::super::f32_to_f16_stream),
+        ];
+        for (isa, f, g) in [
+            (
+                Isa::Avx2,
+                f32_to_f16_avx2 as ConvertFn,
+                f32_to_f16_stream_avx2 as ConvertFn,
+            ),
+            (Isa::Avx512, f32_to_f16_avx512, f32_to_f16_stream_avx512),
         ] {
             if isa.available() {
-                fns.push((isa.name(), f));
+                fns.push((isa.name().into(), f));
+                fns.push((format!("{} stream", isa.name()), g));
             } else {
                 eprintln!("SKIPPED: f32_to_f16 {}: not on this CPU", isa.name());
             }
         }
         for (name, f) in fns {
-            for (off, len) in [(0, xs.len()), (1, xs.len() - 7), (3, 5), (0, 0)] {
+            let cuts = [
+                (0, xs.len()),
+                (1, xs.len() - 7),
+                (2, xs.len() - 9),
+                (34, 100),
+            ];
+            for (off, len) in cuts.into_iter().chain([(3, 5), (0, 0)]) {
                 let x = &xs[..len];
-                let mut dst = vec![0xaau8; 2 * len + 8];
+                let mut dst = vec![0xaau8; 2 * len + off + 8];
                 // SAFETY: dst holds off + 2 * len bytes; the ISA was checked above.
                 unsafe { f(dst.as_mut_ptr().add(off), x) };
+                super::super::stream_fence();
                 for (i, v) in x.iter().enumerate() {
                     let got = u16::from_le_bytes([dst[off + 2 * i], dst[off + 2 * i + 1]]);
                     let want = half::f16::from_f32(*v).to_bits();
