@@ -518,7 +518,7 @@ unsafe fn f16_lines(
     line: impl Fn(*mut u8, *const f32),
 ) {
     let n = x.len();
-    let head = if dst as usize % 2 == 0 {
+    let head = if (dst as usize).is_multiple_of(2) {
         (dst.align_offset(64) / 2).min(n)
     } else {
         n
