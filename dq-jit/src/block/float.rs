@@ -14,6 +14,50 @@ impl Emit<'_> {
     /// or I32X4 -> F32X4.
     pub(super) fn f16_to_f32(&mut self, h: Value) -> Value {
         let ty = self.b.func.dfg.value_type(h);
+        if !ty.is_vector() {
+            return self.f16_to_f32_branchy(h);
+        }
+        self.f16_to_f32_any(h)
+    }
+
+    /// Scalar [`f16_to_f32`](Self::f16_to_f32) with a branch: a normal f16 (the
+    /// common case: a block's scale) takes five integer steps; the rest (zero,
+    /// subnormal, infinity, NaN) goes to a cold block with every case's code.
+    fn f16_to_f32_branchy(&mut self, h: Value) -> Value {
+        let (normal, rest, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.set_cold_block(rest);
+        let r = self.b.append_block_param(done, types::F32);
+        // Normal: 0x0400 <= em < 0x7C00, one unsigned compare of em - 0x0400.
+        let em = self.and_k(h, 0x7FFF);
+        let off = self.b.ins().iadd_imm_s(em, -0x0400);
+        let is_normal = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, off, 0x7800);
+        self.b.ins().brif(is_normal, normal, &[], rest, &[]);
+        self.b.switch_to_block(normal);
+        let sign = self.and_k(h, 0x8000);
+        let sign = self.shl_k(sign, 16);
+        let t = self.shl_k(em, 13);
+        let t = self.b.ins().iadd_imm_s(t, (127 - 15) << 23);
+        let bits = self.b.ins().bor(sign, t);
+        let y = self.b.ins().bitcast(types::F32, lanes(), bits);
+        self.b.ins().jump(done, &[y.into()]);
+        self.b.switch_to_block(rest);
+        let y = self.f16_to_f32_any(h);
+        self.b.ins().jump(done, &[y.into()]);
+        self.b.switch_to_block(done);
+        r
+    }
+
+    /// [`f16_to_f32`](Self::f16_to_f32) without branches: every case computed,
+    /// the right one selected (scalar or four lanes).
+    fn f16_to_f32_any(&mut self, h: Value) -> Value {
+        let ty = self.b.func.dfg.value_type(h);
         let (ity, fty) = if ty.is_vector() {
             (types::I32X4, types::F32X4)
         } else {
