@@ -58,6 +58,15 @@ pub trait Kernel: Sync {
     fn stats(&self) -> Option<KernelStats> {
         None
     }
+
+    /// The backend whose store race ([`policy::race_store`]) this kernel's calls
+    /// of a plan take part in: its own by default. `auto`'s
+    /// [`Race`](crate::backend::Race) gives its winner's once chosen, so it
+    /// stores as that backend does, and `None` while its calls still run on
+    /// several kernels (they then store as the process does, untimed).
+    fn store_backend(&self) -> Option<Backend> {
+        Some(self.backend())
+    }
 }
 
 /// Counters of a compiling backend, cumulative since the process started.
@@ -582,18 +591,19 @@ fn wake_ns(pool: &rayon::ThreadPool) -> f64 {
     t[WAKE_SAMPLES / 2] as f64
 }
 
-/// The key of `kernel`'s store race on `plan`.
-fn store_key(plan: &Plan, kernel: &dyn Kernel) -> u64 {
+/// The key of `backend`'s store race on `plan`.
+fn store_key(plan: &Plan, backend: Backend) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (plan.lowering(), kernel.backend()).hash(&mut h);
+    (plan.lowering(), backend).hash(&mut h);
     h.finish()
 }
 
 /// The store strategy `kernel`'s calls of `plan` settled on for large outputs
-/// ([`policy::race_store`]); `None` while racing or when no race ran.
+/// ([`policy::race_store`], [`Kernel::store_backend`]); `None` while racing or
+/// when no race ran.
 pub fn raced_store(plan: &Plan, kernel: &dyn Kernel) -> Option<policy::StoreStrategy> {
-    policy::chosen_store(store_key(plan, kernel))
+    policy::chosen_store(store_key(plan, kernel.store_backend()?))
 }
 
 /// Runs `f`, one whole call of `kernel` over `elements` elements of `plan`, with
@@ -605,9 +615,24 @@ fn raced<R>(
     elements: usize,
     f: impl FnOnce(Option<policy::StoreStrategy>) -> R,
 ) -> R {
-    let key = || store_key(plan, kernel);
+    raced_settled(plan, kernel, elements, f).0
+}
+
+/// [`raced`], also saying whether the call stored as the race settled (or as
+/// the process does where no race applies): false while the race still tries
+/// strategies.
+pub(crate) fn raced_settled<R>(
+    plan: &Plan,
+    kernel: &dyn Kernel,
+    elements: usize,
+    f: impl FnOnce(Option<policy::StoreStrategy>) -> R,
+) -> (R, bool) {
+    let Some(backend) = kernel.store_backend() else {
+        return (f(None), true);
+    };
+    let key = || store_key(plan, backend);
     let Some((store, timed)) = policy::race_store(plan.lowering().output_bytes(), key) else {
-        return f(None);
+        return (f(None), true);
     };
     let t = Instant::now();
     let r = f(Some(store));
@@ -615,7 +640,7 @@ fn raced<R>(
         let ns = t.elapsed().as_nanos() as f64 / elements.max(1) as f64;
         policy::report_store(key(), store, ns);
     }
-    r
+    (r, !timed)
 }
 
 #[cfg(test)]

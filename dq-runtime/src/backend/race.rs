@@ -4,6 +4,11 @@
 //! (the first generated one, else the first) keeps the plan unless another beats
 //! it by more than [`Race::MARGIN_PERCENT`]: two kernels within timing noise of
 //! each other would otherwise flip from run to run.
+//!
+//! Stores: each candidate's calls take part in that candidate's own store race
+//! ([`policy::race_store`]), and only calls at its settled strategy are timed for
+//! this race, so each kernel is compared at its best strategy. Once the winner is
+//! chosen, `auto` stores as the winner does ([`Kernel::store_backend`]).
 
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -11,8 +16,9 @@ use std::time::Instant;
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::exec::{Job, Kernel, KernelStats};
+use crate::exec::{Job, Kernel, KernelStats, raced_settled};
 use crate::plan::Plan;
+use crate::policy;
 
 /// Kernels racing for one plan; itself a kernel that runs each call on one of them.
 pub struct Race {
@@ -110,16 +116,32 @@ impl Kernel for Race {
             return unsafe { k.run(job, range) };
         }
         let i = self.calls.fetch_add(1, Ordering::Relaxed) % self.kernels.len();
-        let len = range.len().max(1) as u128;
+        let (k, n) = (self.kernels[i], range.len());
+        let len = n.max(1) as u128;
         let t = Instant::now();
-        // SAFETY: as above.
-        unsafe { self.kernels[i].run(job, range) };
+        // Each candidate stores as its own store race says (and takes part in
+        // it); only calls at a settled strategy count, so each candidate is
+        // timed at its best, not at whatever its store race is trying.
+        let ((), settled) = raced_settled(job.plan(), k, n, |store| {
+            // SAFETY: as above.
+            policy::with_call_store(store, || unsafe { k.run(job, range) })
+        });
         let ps = t.elapsed().as_nanos() * 1000 / len;
-        self.record(i, ps.min(u64::MAX as u128 - 1) as u64);
+        if settled {
+            self.record(i, ps.min(u64::MAX as u128 - 1) as u64);
+        }
     }
 
     fn stats(&self) -> Option<KernelStats> {
         self.kernels.iter().find_map(|k| k.stats())
+    }
+
+    /// The winner's store race once it is chosen: `auto` then stores as its
+    /// winner does. Before, calls alternate between kernels, so a store race of
+    /// their own would time a mix of them and could settle on a strategy that
+    /// suits neither.
+    fn store_backend(&self) -> Option<Backend> {
+        self.winner().and_then(|k| k.store_backend())
     }
 }
 
@@ -221,5 +243,21 @@ mod tests {
         // Generated faster, by any amount, wins.
         assert!(is_named(race_of(1000, 999), &GEN));
         assert!(is_named(race_of(1000, 100), &GEN));
+    }
+
+    #[test]
+    fn auto_stores_as_its_winner_once_chosen() {
+        let race = Race::new(vec![&JIT, &GEN]);
+        assert_eq!(GEN.store_backend(), Some(Backend::Generated));
+        for _ in 0..Race::ROUNDS {
+            assert_eq!(
+                race.store_backend(),
+                None,
+                "racing: no store race of its own"
+            );
+            race.record(0, 500);
+            race.record(1, 1000);
+        }
+        assert_eq!(race.store_backend(), Some(Backend::Jit));
     }
 }
