@@ -32,6 +32,7 @@ pub mod minifloat;
 pub mod op;
 pub mod plan;
 pub mod policy;
+pub mod races;
 pub mod reference;
 pub mod rng;
 pub mod rules;

@@ -16,8 +16,7 @@
 //! - GGUF blocks, 4096x4096 -> f32: the JIT was faster on Q4_0, Q3_K and MXFP4,
 //!   slower on Q5_K and Q2_K (`benches/gguf.rs`).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use dq_runtime::races::{self, Races, Rules, Stat};
 
 /// Calls of fewer elements run the generated backend, untimed (their times are
 /// noise).
@@ -30,6 +29,12 @@ pub const ROUNDS: usize = 5;
 /// lower by more than this many percent.
 pub const MARGIN_PERCENT: f64 = 5.0;
 
+const RULES: Rules = Rules {
+    rounds: ROUNDS,
+    margin_percent: MARGIN_PERCENT,
+    stat: Stat::Fastest,
+};
+
 /// A candidate: the generated driver or the JIT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pick {
@@ -39,59 +44,45 @@ pub enum Pick {
     Jit,
 }
 
-/// ns per element of each candidate's timed calls, or the choice.
-type Races = HashMap<String, Result<Pick, [Vec<f64>; 2]>>;
+impl Pick {
+    fn of(i: usize) -> Pick {
+        if i == 1 { Pick::Jit } else { Pick::Generated }
+    }
 
-static RACES: Mutex<Option<Races>> = Mutex::new(None);
+    fn index(self) -> usize {
+        usize::from(self == Pick::Jit)
+    }
+}
+
+/// The races by kind (candidates: generated, JIT).
+static RACES: Races<String, 2> = Races::new(RULES);
 
 /// The candidate for the next call of kind `key`, and whether to time it.
 pub fn next(key: &str) -> (Pick, bool) {
-    let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    match races.get_or_insert_with(HashMap::new).get(key) {
-        Some(Ok(pick)) => (*pick, false),
-        Some(Err(s)) if s[1].len() < s[0].len() => (Pick::Jit, true),
-        _ => (Pick::Generated, true),
-    }
+    let (i, timed) = RACES.next(key);
+    (Pick::of(i), timed)
 }
 
 /// Records a timed call; the last timing needed decides.
 pub fn report(key: &str, pick: Pick, ns_per_element: f64) {
-    let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = (races.get_or_insert_with(HashMap::new))
-        .entry(key.to_owned())
-        .or_insert_with(|| Err(Default::default()));
-    if let Err(s) = entry {
-        s[usize::from(pick == Pick::Jit)].push(ns_per_element);
-        if s.iter().all(|v| v.len() >= ROUNDS) {
-            *entry = Ok(choose(s));
-        }
-    }
+    RACES.report(key, pick.index(), ns_per_element, Pick::Generated.index());
 }
 
 /// What kind `key` settled on, once its race is over.
 pub fn chosen(key: &str) -> Option<Pick> {
-    let races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    races.as_ref()?.get(key)?.as_ref().ok().copied()
+    RACES.chosen(key).map(Pick::of)
 }
 
 /// Every kind whose race is over, with its choice.
 pub fn settled() -> Vec<(String, Pick)> {
-    let races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    let settled = races.iter().flat_map(|r| r.iter());
-    settled
-        .filter_map(|(k, v)| v.as_ref().ok().map(|p| (k.clone(), *p)))
-        .collect()
+    let settled = RACES.settled().into_iter();
+    settled.map(|(k, i)| (k, Pick::of(i))).collect()
 }
 
 /// The JIT when its fastest call beats the generated backend's by more than the
 /// margin.
 pub fn choose(s: &[Vec<f64>; 2]) -> Pick {
-    let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    if fastest(&s[1]) < fastest(&s[0]) * (1.0 - MARGIN_PERCENT / 100.0) {
-        Pick::Jit
-    } else {
-        Pick::Generated
-    }
+    Pick::of(races::choose(&RULES, s, Pick::Generated.index()))
 }
 
 #[cfg(test)]

@@ -9,11 +9,9 @@
 //! the first large calls of each (type, ISA) take the forms in turn, [`ROUNDS`]
 //! timed calls each, and the fastest by median is kept.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use super::form;
 use crate::arch::Isa;
+use crate::races::{self, Races, Rules, Stat};
 
 /// Calls of fewer elements are not timed (their times are noise): they run
 /// [`untimed_form`].
@@ -31,27 +29,21 @@ pub const ROUNDS: usize = 3;
 /// lower by more than this many percent.
 pub const MARGIN_PERCENT: f64 = 5.0;
 
+const RULES: Rules = Rules {
+    rounds: ROUNDS,
+    margin_percent: MARGIN_PERCENT,
+    stat: Stat::Median,
+};
+
 /// ns per element of each form's timed calls.
 type Samples = [Vec<f64>; form::COUNT];
 
-/// The races by (type, ISA): the samples so far, or the form chosen.
-type Races = HashMap<(&'static str, Isa), Result<usize, Samples>>;
-
-static RACES: Mutex<Option<Races>> = Mutex::new(None);
+/// The races by (type, ISA).
+static RACES: Races<(&'static str, Isa), { form::COUNT }> = Races::new(RULES);
 
 /// The form for the next call of `name` on `isa`, and whether to time it.
 pub(super) fn next(name: &'static str, isa: Isa) -> (usize, bool) {
-    let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    match races.get_or_insert_with(HashMap::new).get(&(name, isa)) {
-        Some(Ok(form)) => (*form, false),
-        Some(Err(s)) => (fewest(s), true),
-        None => (0, true),
-    }
-}
-
-/// The first form with the fewest samples.
-fn fewest(s: &Samples) -> usize {
-    (0..form::COUNT).min_by_key(|&f| s[f].len()).unwrap_or(0)
+    RACES.next(&(name, isa))
 }
 
 /// The form an untimed call of `name` on `isa` runs: the race's choice once it is
@@ -62,44 +54,18 @@ pub(super) fn untimed_form(name: &'static str, isa: Isa) -> usize {
 
 /// Records a timed call; the last timing needed decides.
 pub(super) fn report(name: &'static str, isa: Isa, form: usize, ns_per_element: f64) {
-    let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = (races.get_or_insert_with(HashMap::new))
-        .entry((name, isa))
-        .or_insert_with(|| Err(Default::default()));
-    if let Err(s) = entry {
-        s[form % form::COUNT].push(ns_per_element);
-        if s.iter().all(|v| v.len() >= ROUNDS) {
-            *entry = Ok(choose(s));
-        }
-    }
+    RACES.report(&(name, isa), form, ns_per_element, UNRACED_FORM);
 }
 
 /// The form `name` settled on for `isa`, once its race is over.
 pub fn chosen(name: &'static str, isa: Isa) -> Option<usize> {
-    let races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    match races.as_ref()?.get(&(name, isa))? {
-        Ok(form) => Some(*form),
-        Err(_) => None,
-    }
+    RACES.chosen(&(name, isa))
 }
 
 /// The form with the lowest median, if it beats [`UNRACED_FORM`]'s by more than
 /// the margin; else [`UNRACED_FORM`].
 pub fn choose(s: &Samples) -> usize {
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::INFINITY)
-    };
-    let m: Vec<f64> = s.iter().map(|v| median(v)).collect();
-    let best = (0..form::COUNT)
-        .min_by(|&a, &b| m[a].total_cmp(&m[b]))
-        .unwrap_or(UNRACED_FORM);
-    if m[best] < m[UNRACED_FORM] * (1.0 - MARGIN_PERCENT / 100.0) {
-        best
-    } else {
-        UNRACED_FORM
-    }
+    races::choose(&RULES, s, UNRACED_FORM)
 }
 
 #[cfg(test)]

@@ -11,10 +11,9 @@
 //! [`set_large_store`]: super::set_large_store
 
 use core::cell::Cell;
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use super::StoreStrategy;
+use crate::races::{self, Races, Rules, Stat};
 
 /// Timed calls per strategy before a key's choice is made.
 pub const ROUNDS: usize = 3;
@@ -23,11 +22,17 @@ pub const ROUNDS: usize = 3;
 /// per element is lower by more than this many percent (timing noise).
 pub const MARGIN_PERCENT: f64 = 5.0;
 
+const RULES: Rules = Rules {
+    rounds: ROUNDS,
+    margin_percent: MARGIN_PERCENT,
+    stat: Stat::Median,
+};
+
 /// ns per element of each strategy's timed calls, in [`StoreStrategy::ALL`] order.
 type Samples = [Vec<f64>; 3];
 
-/// The races, by key: the samples so far, or the choice once made.
-static RACES: Mutex<Option<HashMap<u64, Result<StoreStrategy, Samples>>>> = Mutex::new(None);
+/// The races, by key (candidates in [`StoreStrategy::ALL`] order).
+static RACES: Races<u64, 3> = Races::new(RULES);
 
 thread_local! {
     /// The strategy of the call running on this thread, if one was set.
@@ -51,64 +56,25 @@ pub fn with_call_store<R>(s: Option<StoreStrategy>, f: impl FnOnce() -> R) -> R 
 /// one, untimed, once the race is over; else the strategy with the fewest
 /// timings so far.
 pub fn next(key: u64) -> (StoreStrategy, bool) {
-    let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    match races.get_or_insert_with(HashMap::new).get(&key) {
-        Some(Ok(s)) => (*s, false),
-        Some(Err(samples)) => (least_timed(samples), true),
-        None => (StoreStrategy::ALL[0], true),
-    }
+    let (i, timed) = RACES.next(&key);
+    (StoreStrategy::ALL[i], timed)
 }
 
 /// The choice made for `key`, once its race is over.
 pub fn chosen(key: u64) -> Option<StoreStrategy> {
-    let races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    match races.as_ref()?.get(&key)? {
-        Ok(s) => Some(*s),
-        Err(_) => None,
-    }
+    RACES.chosen(&key).map(|i| StoreStrategy::ALL[i])
 }
 
 /// Records a timed call of `key` with `s`; the last timing needed decides, with
 /// `default` (the process-wide strategy) kept unless another beats it.
 pub fn report(key: u64, s: StoreStrategy, ns_per_element: f64, default: StoreStrategy) {
-    let mut races = RACES.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = races
-        .get_or_insert_with(HashMap::new)
-        .entry(key)
-        .or_insert_with(|| Err(Default::default()));
-    if let Err(samples) = entry {
-        samples[s as usize].push(ns_per_element);
-        if samples.iter().all(|v| v.len() >= ROUNDS) {
-            *entry = Ok(choose(default, samples));
-        }
-    }
-}
-
-/// The strategy with the fewest timings (the first of them in `ALL` order).
-fn least_timed(samples: &Samples) -> StoreStrategy {
-    let i = (0..3).min_by_key(|&i| samples[i].len()).unwrap_or(0);
-    StoreStrategy::ALL[i]
+    RACES.report(&key, s as usize, ns_per_element, default as usize);
 }
 
 /// The fastest strategy by median, unless it beats `default` by no more than
 /// [`MARGIN_PERCENT`].
 pub fn choose(default: StoreStrategy, samples: &Samples) -> StoreStrategy {
-    let medians: Vec<f64> = samples.iter().map(|v| median(v)).collect();
-    let best = (0..3)
-        .min_by(|&a, &b| medians[a].total_cmp(&medians[b]))
-        .unwrap_or(default as usize);
-    if medians[best] < medians[default as usize] * (1.0 - MARGIN_PERCENT / 100.0) {
-        StoreStrategy::ALL[best]
-    } else {
-        default
-    }
-}
-
-/// The median (NaN-free input; an empty list counts as infinitely slow).
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::INFINITY)
+    StoreStrategy::ALL[races::choose(&RULES, samples, default as usize)]
 }
 
 #[cfg(test)]
