@@ -10,6 +10,7 @@ use dq_runtime::DType;
 use dq_runtime::minifloat::NAN_BITS;
 
 use super::{Translator, lanes, mem};
+use crate::lane_math::LaneMath;
 
 /// 2^23: a float in `2^23..2^24` has integer steps, its value in the mantissa.
 pub(super) const MAGIC: i64 = 1 << 23;
@@ -128,7 +129,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             _ => {
                 let h = self.b.ins().uload16x4(mem(), addr, at);
-                self.f16_to_f32(h, types::I32X4)
+                self.widen_f16(h, types::I32X4)
             }
         }
     }

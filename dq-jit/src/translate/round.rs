@@ -7,9 +7,11 @@ use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Type, Value, types
 use dq_runtime::DType;
 
 use super::{Translator, lanes, mem};
+use crate::lane_math::LaneMath;
+use cranelift_frontend::FunctionBuilder;
 
 /// Writes the f16 bits of the 16 f32 at `x` to `out` (nearest-even, NaNs quieted
-/// as F16C does: the rounding of [`Translator::round_f16`]), with the host's
+/// as F16C does: the rounding of [`LaneMath::round_f16`]), with the host's
 /// conversion instructions; kernels call it once per 4-bit table.
 ///
 /// # Safety
@@ -112,72 +114,13 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// f32 (scalar or F32X4) to f16/bf16 bits in the low half of each I32 lane.
     pub(super) fn round_16(&mut self, y: Value) -> Value {
         if self.spec.dst == DType::BF16 {
-            self.round_bf16(y)
+            self.round_bf16(y, self.an.plain_bf16)
         } else {
             self.round_f16(y)
         }
     }
 
-    /// bf16: the integer RNE of `dq_runtime::convert::f32_to_bf16_bits`.
-    fn round_bf16(&mut self, y: Value) -> Value {
-        let ity = self.b.func.dfg.value_type(y).as_int();
-        let x = self.b.ins().bitcast(ity, lanes(), y);
-        let hi = self.vushr(x, 16);
-        let lsb = self.and_c(hi, 1);
-        let r = self.add_c(x, 0x7fff);
-        let r = self.add(r, lsb);
-        let r = self.vushr(r, 16);
-        if self.an.plain_bf16 {
-            return r;
-        }
-        let nanv = self.or_c(hi, 0x40);
-        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-        self.sel(nan, nanv, r)
-    }
-
-    /// f16: exact RNE by float rescaling (subnormals and overflow included); NaN keeps
-    /// its top payload bits with the quiet bit set (as F16C and `half` do).
-    fn round_f16(&mut self, y: Value) -> Value {
-        let fty = self.b.func.dfg.value_type(y);
-        let ity = fty.as_int();
-        let fconst = |t: &mut Self, bits: u32| {
-            if fty.is_vector() {
-                t.vconst(fty, bits as u64)
-            } else {
-                t.b.ins().f32const(f32::from_bits(bits))
-            }
-        };
-        let w = self.b.ins().bitcast(ity, lanes(), y);
-        let shl1 = self.add(w, w);
-        let sign = self.and_c(w, 0x8000_0000_u32 as i64);
-        let sign = self.vushr(sign, 16);
-        let bias = self.and_c(shl1, 0xff00_0000_u32 as i64);
-        let min_bias = self.c32(ity, 0x7100_0000);
-        let bias = self.b.ins().umax(bias, min_bias);
-        let a = self.b.ins().fabs(y);
-        let up = fconst(self, 0x7780_0000); // 2^112
-        let down = fconst(self, 0x0880_0000); // 2^-110
-        let base = self.b.ins().fmul(a, up);
-        let base = self.b.ins().fmul(base, down);
-        let bias = self.vushr(bias, 1);
-        let bias = self.add_c(bias, 0x0780_0000);
-        let bias = self.b.ins().bitcast(fty, lanes(), bias);
-        let base = self.b.ins().fadd(bias, base);
-        let bits = self.b.ins().bitcast(ity, lanes(), base);
-        let exp = self.vushr(bits, 13);
-        let exp = self.and_c(exp, 0x7c00);
-        let man = self.and_c(bits, 0x0fff);
-        let nonsign = self.add(exp, man);
-        let payload = self.and_c(w, 0x007f_ffff);
-        let payload = self.vushr(payload, 13);
-        let nanv = self.or_c(payload, 0x7e00);
-        let nan_lim = self.c32(ity, 0xff00_0000_u32 as i64);
-        let nan = self.b.ins().icmp(IntCC::UnsignedGreaterThan, shl1, nan_lim);
-        let r = self.sel(nan, nanv, nonsign);
-        self.b.ins().bor(r, sign)
-    }
-
-    /// [`round_f16`](Self::round_f16) of four F32X4, by a loop over the stack
+    /// [`LaneMath::round_f16`] of four F32X4, by a loop over the stack
     /// slot: one copy of the rounding code instead of four (compile time).
     pub(super) fn round_f16_looped(&mut self, ys: [Value; 4]) -> Vec<Value> {
         let addr = self.table_slot();
@@ -220,40 +163,14 @@ impl<'a, 'f> Translator<'a, 'f> {
             .map(|k| self.b.ins().load(types::I16X8, mem(), out, 16 * k))
             .collect()
     }
+}
 
-    /// f16 bits (`ity` = I32 or I32X4, values < 2^16) to the exact f32, quieting NaNs
-    /// like `half`.
-    pub(super) fn f16_to_f32(&mut self, h: Value, ity: Type) -> Value {
-        let fty = if ity.is_vector() {
-            types::F32X4
-        } else {
-            types::F32
-        };
-        let sign = self.and_c(h, 0x8000);
-        let sign = self.vshl(sign, 16);
-        let em = self.and_c(h, 0x7fff);
-        let sh = self.vshl(em, 13);
-        // Normal and subnormal: rescale the exponent by 2^112 (exact).
-        let f = self.b.ins().bitcast(fty, lanes(), sh);
-        let k = if ity.is_vector() {
-            self.vconst(fty, 0x7780_0000)
-        } else {
-            self.b.ins().f32const(f32::from_bits(0x7780_0000))
-        };
-        let f = self.b.ins().fmul(f, k);
-        let norm = self.b.ins().bitcast(ity, lanes(), f);
-        // Inf and NaN: all-ones exponent; NaN gets its quiet bit.
-        let infnan = self.or_c(sh, 0x7f80_0000);
-        let inf_lim = self.c32(ity, 0x7c00);
-        let is_nan = self.b.ins().icmp(IntCC::SignedGreaterThan, em, inf_lim);
-        let quiet = self.or_c(infnan, 0x0040_0000);
-        let infnan = self.sel(is_nan, quiet, infnan);
-        let is_big = self
-            .b
-            .ins()
-            .icmp(IntCC::SignedGreaterThanOrEqual, em, inf_lim);
-        let r = self.sel(is_big, infnan, norm);
-        let r = self.b.ins().bor(r, sign);
-        self.b.ins().bitcast(fty, lanes(), r)
+impl<'f> LaneMath<'f> for Translator<'_, 'f> {
+    fn fb(&mut self) -> &mut FunctionBuilder<'f> {
+        &mut self.b
+    }
+
+    fn splat(&mut self, ty: Type, bits: u32) -> Value {
+        self.vconst(ty, u64::from(bits))
     }
 }

@@ -9,6 +9,7 @@ use dq_runtime::DType;
 
 use super::eval::Ints;
 use super::{Params, Run, Translator, lanes, mem};
+use crate::lane_math::LaneMath;
 use crate::spec::IntWidth;
 
 impl<'a, 'f> Translator<'a, 'f> {
@@ -244,7 +245,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             _ => {
                 let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
-                self.f16_to_f32(h, types::I32)
+                self.widen_f16(h, types::I32)
             }
         }
     }

@@ -212,12 +212,6 @@ impl Emit<'_, '_> {
         self.b.ins().bor(x, c)
     }
 
-    fn add_c(&mut self, x: Value, c: u32) -> Value {
-        let ty = self.b.func.dfg.value_type(x);
-        let c = self.c32(ty, c);
-        self.b.ins().iadd(x, c)
-    }
-
     fn ushr(&mut self, x: Value, n: i64) -> Value {
         let n = self.i32c(n);
         self.b.ins().ushr(x, n)
@@ -330,5 +324,15 @@ impl Emit<'_, '_> {
         };
         let word = self.word_at(base, word, 4);
         self.field(word, shift, pk.bits)
+    }
+}
+
+impl<'f> crate::lane_math::LaneMath<'f> for Emit<'_, 'f> {
+    fn fb(&mut self) -> &mut FunctionBuilder<'f> {
+        &mut self.b
+    }
+
+    fn splat(&mut self, ty: Type, bits: u32) -> Value {
+        self.splat_c(ty, bits)
     }
 }

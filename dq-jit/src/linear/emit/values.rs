@@ -5,6 +5,7 @@ use dq_runtime::DType;
 use dq_runtime::linear::ScaleType;
 
 use super::{Emit, lanes, mem};
+use crate::lane_math::LaneMath;
 
 impl Emit<'_, '_> {
     // ---- parameters and the formula -------------------------------------------
@@ -46,41 +47,9 @@ impl Emit<'_, '_> {
             }
             ScaleType::F16 => {
                 let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
-                self.f16_to_f32(h)
+                self.widen_f16(h, types::I32)
             }
         }
-    }
-
-    /// f16 bits (I32 or I32X4, values below 2^16) to the exact f32, NaNs quieted
-    /// like `half` and `dq_runtime`'s conversion.
-    pub(super) fn f16_to_f32(&mut self, h: Value) -> Value {
-        let ity = self.b.func.dfg.value_type(h);
-        let fty = if ity.is_vector() {
-            types::F32X4
-        } else {
-            types::F32
-        };
-        let sign = self.and_c(h, 0x8000);
-        let sign = self.shl(sign, 16);
-        let em = self.and_c(h, 0x7fff);
-        let sh = self.shl(em, 13);
-        let f = self.b.ins().bitcast(fty, lanes(), sh);
-        let k = if ity.is_vector() {
-            self.splat_c(fty, 0x7780_0000)
-        } else {
-            self.b.ins().f32const(f32::from_bits(0x7780_0000))
-        };
-        let f = self.b.ins().fmul(f, k);
-        let norm = self.b.ins().bitcast(ity, lanes(), f);
-        let infnan = self.or_c(sh, 0x7f80_0000);
-        let lim = self.c32(ity, 0x7c00);
-        let is_nan = self.b.ins().icmp(IntCC::SignedGreaterThan, em, lim);
-        let quiet = self.or_c(infnan, 0x0040_0000);
-        let infnan = self.sel(is_nan, quiet, infnan);
-        let big = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, em, lim);
-        let r = self.sel(big, infnan, norm);
-        let r = self.b.ins().bor(r, sign);
-        self.b.ins().bitcast(fty, lanes(), r)
     }
 
     /// `f32(q - z) * s`: `d = field - zeff` (I32 or I32X4), `s` F32 or F32X4.
@@ -102,67 +71,10 @@ impl Emit<'_, '_> {
     /// f16/bf16 bits (low half of each I32 lane) of f32 `y`.
     pub(super) fn round_16(&mut self, y: Value) -> Value {
         if self.s.out == DType::BF16 {
-            self.round_bf16(y)
+            self.round_bf16(y, false)
         } else {
             self.round_f16(y)
         }
-    }
-
-    /// The integer RNE of `dq_runtime::convert::f32_to_bf16_bits`.
-    pub(super) fn round_bf16(&mut self, y: Value) -> Value {
-        let ity = self.b.func.dfg.value_type(y).as_int();
-        let x = self.b.ins().bitcast(ity, lanes(), y);
-        let hi = self.ushr(x, 16);
-        let lsb = self.and_c(hi, 1);
-        let r = self.add_c(x, 0x7fff);
-        let r = self.b.ins().iadd(r, lsb);
-        let r = self.ushr(r, 16);
-        let nanv = self.or_c(hi, 0x40);
-        let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-        self.sel(nan, nanv, r)
-    }
-
-    /// f16 round-to-nearest-even by float rescaling (subnormals and overflow
-    /// included); NaN keeps its top payload bits with the quiet bit set (as F16C
-    /// and `half` do).
-    pub(super) fn round_f16(&mut self, y: Value) -> Value {
-        let fty = self.b.func.dfg.value_type(y);
-        let ity = fty.as_int();
-        let fconst = |t: &mut Self, bits: u32| {
-            if fty.is_vector() {
-                t.splat_c(fty, bits)
-            } else {
-                t.b.ins().f32const(f32::from_bits(bits))
-            }
-        };
-        let w = self.b.ins().bitcast(ity, lanes(), y);
-        let shl1 = self.b.ins().iadd(w, w);
-        let sign = self.and_c(w, 0x8000_0000);
-        let sign = self.ushr(sign, 16);
-        let bias = self.and_c(shl1, 0xff00_0000);
-        let min_bias = self.c32(ity, 0x7100_0000);
-        let bias = self.b.ins().umax(bias, min_bias);
-        let a = self.b.ins().fabs(y);
-        let up = fconst(self, 0x7780_0000); // 2^112
-        let down = fconst(self, 0x0880_0000); // 2^-110
-        let base = self.b.ins().fmul(a, up);
-        let base = self.b.ins().fmul(base, down);
-        let bias = self.ushr(bias, 1);
-        let bias = self.add_c(bias, 0x0780_0000);
-        let bias = self.b.ins().bitcast(fty, lanes(), bias);
-        let base = self.b.ins().fadd(bias, base);
-        let bits = self.b.ins().bitcast(ity, lanes(), base);
-        let exp = self.ushr(bits, 13);
-        let exp = self.and_c(exp, 0x7c00);
-        let man = self.and_c(bits, 0x0fff);
-        let nonsign = self.b.ins().iadd(exp, man);
-        let payload = self.and_c(w, 0x007f_ffff);
-        let payload = self.ushr(payload, 13);
-        let nanv = self.or_c(payload, 0x7e00);
-        let lim = self.c32(ity, 0xff00_0000);
-        let nan = self.b.ins().icmp(IntCC::UnsignedGreaterThan, shl1, lim);
-        let r = self.sel(nan, nanv, nonsign);
-        self.b.ins().bor(r, sign)
     }
 
     /// Output bytes per element.
