@@ -277,8 +277,12 @@ impl CompiledKernel {
             return Ok(());
         }
         if self.spec.f32_scales {
-            let span = scales::span(&self.spec, range.clone());
-            scales::with_f32(job.scales(), span, |s| self.run_on(job, s, range));
+            // Piece by piece: the widened scales of a piece stay small (and in
+            // cache) however large the plan.
+            for piece in scales::pieces(range) {
+                let span = scales::span(&self.spec, piece.clone());
+                scales::with_f32(job.scales(), span, |s| self.run_on(job, s, piece));
+            }
         } else {
             self.run_on(job, job.scales().as_ptr(), range);
         }

@@ -26,6 +26,19 @@ pub(crate) fn pays(l: &Lowering) -> bool {
         && span(l, 0..l.numel).len().saturating_mul(8) <= l.numel
 }
 
+/// Elements per piece of a call whose scales are widened: each piece's scales
+/// are widened together into a per-thread buffer, which then holds about a
+/// piece's scales (and the rows of scales the piece touches), never more than
+/// the plan's own scales ([`pays`]: one per 8 elements or fewer).
+pub(crate) const PIECE: usize = 1 << 20;
+
+/// `range` in pieces of at most [`PIECE`] elements.
+pub(crate) fn pieces(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    (range.start..range.end)
+        .step_by(PIECE)
+        .map(move |s| s..(s + PIECE).min(range.end))
+}
+
 /// The scale indices that elements `range` (non-empty, inside the plan) can read.
 ///
 /// An element's scale index is the sum over loops of `(i / group) * scale_stride`,
@@ -151,6 +164,17 @@ mod tests {
             span(plan(&[256, 64], &[128, 1]).lowering(), 130 * 64..132 * 64),
             64..128
         );
+    }
+
+    #[test]
+    fn pieces_cover_a_range_in_order() {
+        let n = 2 * PIECE + 5;
+        let p: Vec<Range<usize>> = pieces(3..n).collect();
+        assert_eq!(
+            p,
+            [3..3 + PIECE, 3 + PIECE..3 + 2 * PIECE, 3 + 2 * PIECE..n]
+        );
+        assert_eq!(pieces(7..7).count(), 0);
     }
 
     #[test]

@@ -200,4 +200,14 @@ fn f16_scales_widened_per_call() {
         }
     }
     assert!(n >= 40, "{n} cases");
+    // More elements than a piece (`scales::PIECE`): each piece widens its own.
+    let dt = (DType::S4, None, DType::F16);
+    let big = Case::per_group(dt, &[1030, 1100], &[128, 1]);
+    let jit = Jit::new(&STANDARD, 4);
+    assert!(
+        jit.spec(&big.plan())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .f32_scales
+    );
+    check(&jit, &big, &mut r, 1);
 }
