@@ -4,48 +4,54 @@
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Type, Value, types};
+use cranelift_codegen::isa::CallConv;
 use dq_runtime::DType;
 
 use super::{Translator, lanes, mem};
 use crate::lane_math::LaneMath;
 use cranelift_frontend::FunctionBuilder;
 
-/// Writes the f16 bits of the 16 f32 at `x` to `out` (nearest-even, NaNs quieted
-/// as F16C does: the rounding of [`LaneMath::round_f16`]), with the host's
-/// conversion instructions; kernels call it once per 4-bit table.
+/// Writes the f16 bits (nearest-even, NaNs quieted as F16C does: the rounding of
+/// [`LaneMath::round_f16`]) of the 16 f32 in `xmm0..xmm3` (four each, in order)
+/// to the 32 bytes at `rdi`, with the host's conversion instructions; kernels
+/// call it once per 4-bit table (or 16 times per 8-bit one).
 ///
-/// # Safety
-/// `x` is valid for reading 16 f32 (aligned), `out` for writing 32 bytes, and
-/// they do not overlap; the CPU has AVX2 and F16C (kernels call it only under
-/// [`Spec::f16_tables`](crate::spec::Spec::f16_tables), which requires them).
+/// It is called under Cranelift's `preserve_all` convention, so it changes no
+/// register: the two it works in are saved on the stack and restored (their
+/// upper halves, which Cranelift's 128-bit code never uses, are cleared). The
+/// caller then keeps its vectors in registers across the call, and its 16-byte
+/// loads of the result find 16-byte stores (no store-forwarding stall).
+///
+/// Only called by JIT code, with `rdi` valid for writing 32 bytes, on a CPU with
+/// AVX and F16C ([`Spec::f16_tables`](crate::spec::Spec::f16_tables) requires
+/// them).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,f16c")]
-unsafe extern "C" fn f16_of_16(out: *mut u8, x: *const f32) {
-    use core::arch::x86_64::{
-        _MM_FROUND_TO_NEAREST_INT, _mm_cvtps_ph, _mm_loadu_ps, _mm_storeu_si128, _mm_unpacklo_epi64,
-    };
-    // Loads and stores as wide as the kernel's own 16-byte stores and loads of
-    // the slot: a wider load of two narrower stores misses store forwarding,
-    // which cost more than the conversions (once per 4-bit segment).
-    // SAFETY: the caller's contract: 16 readable f32 at `x`, 32 writable bytes at
-    // `out`, disjoint; the features are the CPU's.
-    unsafe {
-        let h = |k: usize| _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_loadu_ps(x.add(4 * k)));
-        _mm_storeu_si128(out.cast(), _mm_unpacklo_epi64(h(0), h(1)));
-        _mm_storeu_si128(out.add(16).cast(), _mm_unpacklo_epi64(h(2), h(3)));
-    }
+#[unsafe(naked)]
+unsafe extern "C" fn f16_of_16() {
+    core::arch::naked_asm!(
+        "sub rsp, 32",
+        "vmovdqu [rsp], xmm4",
+        "vmovdqu [rsp + 16], xmm5",
+        "vcvtps2ph xmm4, xmm0, 0",
+        "vcvtps2ph xmm5, xmm1, 0",
+        "vpunpcklqdq xmm4, xmm4, xmm5",
+        "vmovdqu [rdi], xmm4",
+        "vcvtps2ph xmm4, xmm2, 0",
+        "vcvtps2ph xmm5, xmm3, 0",
+        "vpunpcklqdq xmm4, xmm4, xmm5",
+        "vmovdqu [rdi + 16], xmm4",
+        "vmovdqu xmm4, [rsp]",
+        "vmovdqu xmm5, [rsp + 16]",
+        "add rsp, 32",
+        "ret",
+    )
 }
 
-/// [`f16_of_16`] elsewhere: the runtime's conversion.
-///
-/// # Safety
-/// `x` is valid for reading 16 f32 (aligned), `out` for writing 32 bytes, and
-/// they do not overlap.
+/// [`f16_of_16`] off x86-64, where no kernel has f16 tables
+/// ([`Spec::f16_tables`](crate::spec::Spec::f16_tables) requires F16C).
 #[cfg(not(target_arch = "x86_64"))]
-unsafe extern "C" fn f16_of_16(out: *mut u8, x: *const f32) {
-    // SAFETY: the caller's contract: 16 readable f32 at `x`, 32 writable bytes at
-    // `out`, disjoint.
-    unsafe { dq_runtime::arch::f32_to_f16(out, core::slice::from_raw_parts(x, 16)) }
+unsafe extern "C" fn f16_of_16() {
+    unreachable!("f16 tables are x86-64 only")
 }
 
 impl<'a, 'f> Translator<'a, 'f> {
@@ -148,17 +154,17 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// through [`f16_of_16`]: two I16X8 of the 16 f16 in order. Only under
     /// [`Spec::f16_tables`](crate::spec::Spec::f16_tables).
     pub(super) fn round_f16_host(&mut self, ys: [Value; 4]) -> Vec<Value> {
-        let addr = self.table_slot();
-        for (k, &y) in ys.iter().enumerate() {
-            self.b.ins().store(mem(), y, addr, 16 * k as i32);
-        }
-        let out = self.add_imm(addr, 64);
-        let mut sig = Signature::new(self.b.func.signature.call_conv);
-        sig.params = vec![AbiParam::new(types::I64); 2];
+        let slot = self.table_slot();
+        let out = self.add_imm(slot, 64);
+        let mut sig = Signature::new(CallConv::PreserveAll);
+        sig.params = vec![AbiParam::new(types::I64)];
+        sig.params.extend([AbiParam::new(types::F32X4); 4]);
         let sig = self.b.import_signature(sig);
-        let f: unsafe extern "C" fn(*mut u8, *const f32) = f16_of_16;
+        let f: unsafe extern "C" fn() = f16_of_16;
         let callee = self.b.ins().iconst(types::I64, f as usize as i64);
-        self.b.ins().call_indirect(sig, callee, &[out, addr]);
+        let mut args = vec![out];
+        args.extend(ys);
+        self.b.ins().call_indirect(sig, callee, &args);
         (0..2)
             .map(|k| self.b.ins().load(types::I16X8, mem(), out, 16 * k))
             .collect()
