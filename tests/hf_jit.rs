@@ -77,14 +77,25 @@ fn bits<T: ToBits>(out: &[T]) -> Vec<u32> {
     out.iter().map(|&y| y.to_u32()).collect()
 }
 
-/// Rows `rows` of `l` through the JIT, as f32, f16 and bf16 bits.
+/// Rows `rows` of `l` through the JIT, as f32, f16 and bf16 bits. f16 goes
+/// through both the host's F16C tables and the function's own rounding, which
+/// must agree.
 fn jit(l: &Linear<'_>, rows: std::ops::Range<usize>) -> Bits {
+    static OWN: std::sync::OnceLock<dq_jit::LinearJit> = std::sync::OnceLock::new();
+    let own = OWN.get_or_init(|| dq_jit::LinearJit::new().with_f16_conversion(false));
     let len = rows.len() * l.k();
     let j = dq_jit::linear();
     let mut a = vec![0f32; len];
     j.run(l, rows.clone(), &mut a).unwrap();
     let mut b = vec![f16::ZERO; len];
     j.run(l, rows.clone(), &mut b).unwrap();
+    let mut b2 = vec![f16::ZERO; len];
+    own.run(l, rows.clone(), &mut b2).unwrap();
+    assert_eq!(
+        bits(&b),
+        bits(&b2),
+        "f16 by F16C tables and by the function's rounding"
+    );
     let mut c = vec![bf16::ZERO; len];
     j.run(l, rows, &mut c).unwrap();
     [bits(&a), bits(&b), bits(&c)]

@@ -27,6 +27,7 @@ pub mod block;
 mod cache;
 mod compile;
 mod error;
+mod host_f16;
 mod lane_math;
 mod linear;
 mod scales;

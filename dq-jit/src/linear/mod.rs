@@ -225,6 +225,7 @@ pub struct LinearJit {
     compiled: AtomicU64,
     reused: AtomicU64,
     verify: bool,
+    f16_convert: bool,
 }
 
 impl Default for LinearJit {
@@ -247,7 +248,24 @@ impl LinearJit {
             compiled: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             verify: cfg!(debug_assertions),
+            f16_convert: true,
         }
+    }
+
+    /// This JIT with f16 outputs' tables rounded by the host's f16 instructions
+    /// (F16C) when `on` (the default, where the host has them), or by integer
+    /// code in the function (for tests of that code on hosts with F16C). Both
+    /// give the same bits.
+    pub fn with_f16_conversion(self, on: bool) -> LinearJit {
+        LinearJit {
+            f16_convert: on,
+            ..self
+        }
+    }
+
+    /// Whether the functions call the host's F16C for f16 tables.
+    fn host_f16(&self) -> bool {
+        self.f16_convert && dq_runtime::arch::f16_convert()
     }
 
     /// What it has done.
@@ -293,7 +311,7 @@ impl LinearJit {
                 reason: "the linear JIT needs SSSE3 and SSE4.1 (x86-64)",
             });
         }
-        let func = emit::build(shape, &isa);
+        let func = emit::build(shape, &isa, self.host_f16());
         let code = compile::compile_function(func, isa, self.verify, t0)?;
         Ok(LinearKernel {
             code,
@@ -307,7 +325,9 @@ impl LinearJit {
     /// As [`kernel`](Self::kernel).
     pub fn clif(&self, l: &Linear<'_>, out: DType) -> Result<String, JitError> {
         let isa = compile::host_isa()?;
-        Ok(emit::build(&Shape::of(l, out), &isa).display().to_string())
+        Ok(emit::build(&Shape::of(l, out), &isa, self.host_f16())
+            .display()
+            .to_string())
     }
 
     /// Runs the Cranelift verifier on the function for `l` written as `out`.
@@ -316,7 +336,7 @@ impl LinearJit {
     /// [`JitError::Verifier`] with its message, or as [`kernel`](Self::kernel).
     pub fn verify(&self, l: &Linear<'_>, out: DType) -> Result<(), JitError> {
         let isa = compile::host_isa()?;
-        let f = emit::build(&Shape::of(l, out), &isa);
+        let f = emit::build(&Shape::of(l, out), &isa, self.host_f16());
         cranelift_codegen::verify_function(&f, &*isa).map_err(|e| JitError::Verifier {
             message: e.to_string(),
         })

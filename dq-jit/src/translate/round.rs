@@ -3,56 +3,13 @@
 //! stack slot); and f16 scales to f32.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Type, Value, types};
-use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
 use dq_runtime::DType;
 
 use super::{Translator, lanes, mem};
+use crate::host_f16;
 use crate::lane_math::LaneMath;
 use cranelift_frontend::FunctionBuilder;
-
-/// Writes the f16 bits (nearest-even, NaNs quieted as F16C does: the rounding of
-/// [`LaneMath::round_f16`]) of the 16 f32 in `xmm0..xmm3` (four each, in order)
-/// to the 32 bytes at `rdi`, with the host's conversion instructions; kernels
-/// call it once per 4-bit table (or 16 times per 8-bit one).
-///
-/// It is called under Cranelift's `preserve_all` convention, so it changes no
-/// register: the two it works in are saved on the stack and restored (their
-/// upper halves, which Cranelift's 128-bit code never uses, are cleared). The
-/// caller then keeps its vectors in registers across the call, and its 16-byte
-/// loads of the result find 16-byte stores (no store-forwarding stall).
-///
-/// Only called by JIT code, with `rdi` valid for writing 32 bytes, on a CPU with
-/// AVX and F16C ([`Spec::f16_tables`](crate::spec::Spec::f16_tables) requires
-/// them).
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn f16_of_16() {
-    core::arch::naked_asm!(
-        "sub rsp, 32",
-        "vmovdqu [rsp], xmm4",
-        "vmovdqu [rsp + 16], xmm5",
-        "vcvtps2ph xmm4, xmm0, 0",
-        "vcvtps2ph xmm5, xmm1, 0",
-        "vpunpcklqdq xmm4, xmm4, xmm5",
-        "vmovdqu [rdi], xmm4",
-        "vcvtps2ph xmm4, xmm2, 0",
-        "vcvtps2ph xmm5, xmm3, 0",
-        "vpunpcklqdq xmm4, xmm4, xmm5",
-        "vmovdqu [rdi + 16], xmm4",
-        "vmovdqu xmm4, [rsp]",
-        "vmovdqu xmm5, [rsp + 16]",
-        "add rsp, 32",
-        "ret",
-    )
-}
-
-/// [`f16_of_16`] off x86-64, where no kernel has f16 tables
-/// ([`Spec::f16_tables`](crate::spec::Spec::f16_tables) requires F16C).
-#[cfg(not(target_arch = "x86_64"))]
-unsafe extern "C" fn f16_of_16() {
-    unreachable!("f16 tables are x86-64 only")
-}
 
 impl<'a, 'f> Translator<'a, 'f> {
     /// The byte address of output element `dof` (in elements of the kernel's
@@ -151,20 +108,12 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// f16 bits of four F32X4 (16 values) by the host's F16C conversion, called
-    /// through [`f16_of_16`]: two I16X8 of the 16 f16 in order. Only under
+    /// through [`host_f16`]: two I16X8 of the 16 f16 in order. Only under
     /// [`Spec::f16_tables`](crate::spec::Spec::f16_tables).
     pub(super) fn round_f16_host(&mut self, ys: [Value; 4]) -> Vec<Value> {
         let slot = self.table_slot();
         let out = self.add_imm(slot, 64);
-        let mut sig = Signature::new(CallConv::PreserveAll);
-        sig.params = vec![AbiParam::new(types::I64)];
-        sig.params.extend([AbiParam::new(types::F32X4); 4]);
-        let sig = self.b.import_signature(sig);
-        let f: unsafe extern "C" fn() = f16_of_16;
-        let callee = self.b.ins().iconst(types::I64, f as usize as i64);
-        let mut args = vec![out];
-        args.extend(ys);
-        self.b.ins().call_indirect(sig, callee, &args);
+        host_f16::emit(&mut self.b, out, ys);
         (0..2)
             .map(|k| self.b.ins().load(types::I16X8, mem(), out, 16 * k))
             .collect()

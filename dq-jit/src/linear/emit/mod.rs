@@ -43,7 +43,7 @@ const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 
 const HI_BYTES: [u8; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
 
 /// Builds the function of `shape` (not compiled).
-pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
+pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Function {
     let mut sig = Signature::new(CallConv::triple_default(isa.triple()));
     sig.params.push(AbiParam::new(types::I64));
     let mut func = Function::with_name_signature(UserFuncName::default(), sig);
@@ -79,6 +79,7 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa) -> Function {
         slot,
         k1,
         first,
+        host_f16,
     };
     if e.by_columns() {
         e.columns(n0, n1, k0);
@@ -124,6 +125,8 @@ struct Emit<'a, 'f> {
     slot: Value,
     k1: Value,
     first: Value,
+    /// f16 tables are rounded by the host's F16C ([`crate::host_f16`]).
+    host_f16: bool,
 }
 
 impl Emit<'_, '_> {

@@ -7,6 +7,7 @@ use dq_runtime::linear::Packing;
 
 use super::super::GroupMode;
 use super::{Emit, HI_BYTES, LO_BYTES, Row, lanes, mem};
+use crate::host_f16;
 
 impl Emit<'_, '_> {
     // ---- loops ------------------------------------------------------------------
@@ -184,11 +185,19 @@ impl Emit<'_, '_> {
             let d = self.b.ins().isub(iota, zv);
             ys.push(self.formula(d, sv));
         }
-        let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
-        let e0 = self.b.ins().unarrow(h[0], h[1]);
-        let e1 = self.b.ins().unarrow(h[2], h[3]);
-        self.b.ins().store(mem(), e0, self.slot, at + 32);
-        self.b.ins().store(mem(), e1, self.slot, at + 48);
+        let (e0, e1) = if self.s.out == DType::F16 && self.host_f16 {
+            let out = self.b.ins().iadd_imm_s(self.slot, i64::from(at + 32));
+            host_f16::emit(&mut self.b, out, [ys[0], ys[1], ys[2], ys[3]]);
+            let e0 = self.b.ins().load(types::I16X8, mem(), out, 0);
+            (e0, self.b.ins().load(types::I16X8, mem(), out, 16))
+        } else {
+            let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
+            let e0 = self.b.ins().unarrow(h[0], h[1]);
+            let e1 = self.b.ins().unarrow(h[2], h[3]);
+            self.b.ins().store(mem(), e0, self.slot, at + 32);
+            self.b.ins().store(mem(), e1, self.slot, at + 48);
+            (e0, e1)
+        };
         let e0 = self.b.ins().bitcast(types::I8X16, lanes(), e0);
         let e1 = self.b.ins().bitcast(types::I8X16, lanes(), e1);
         let lo = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8));

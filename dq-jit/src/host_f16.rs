@@ -1,0 +1,68 @@
+//! f32 -> f16 by the host's F16C instructions, called from JIT code: Cranelift
+//! has no f16 conversion, and rounding in integer code costs about 25
+//! instructions a vector. Kernels and linear functions round their 16-entry
+//! tables (and 256-entry byte tables, 16 at a time) this way where the host has
+//! F16C ([`dq_runtime::arch::f16_convert`]).
+
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value, types};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::FunctionBuilder;
+
+/// Emits a call that writes the f16 bits of the 16 f32 of `ys` (four F32X4, in
+/// order) to the 32 bytes at `out`: nearest-even, NaNs quieted as F16C does (the
+/// rounding of [`LaneMath::round_f16`](crate::lane_math::LaneMath::round_f16)).
+/// The emitting code guarantees `out` is writable for 32 bytes and that the host
+/// has AVX and F16C. Load the result back in 16-byte halves: those find the
+/// helper's 16-byte stores (no store-forwarding stall).
+pub(crate) fn emit(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) {
+    let mut sig = Signature::new(CallConv::PreserveAll);
+    sig.params = vec![AbiParam::new(types::I64)];
+    sig.params.extend([AbiParam::new(types::F32X4); 4]);
+    let sig = b.import_signature(sig);
+    let f: unsafe extern "C" fn() = f16_of_16;
+    let callee = b.ins().iconst(types::I64, f as usize as i64);
+    let mut args = vec![out];
+    args.extend(ys);
+    b.ins().call_indirect(sig, callee, &args);
+}
+
+/// Writes the f16 bits (as [`emit`] says) of the 16 f32 in `xmm0..xmm3` (four
+/// each, in order) to the 32 bytes at `rdi`, with the host's conversion
+/// instructions.
+///
+/// It is called under Cranelift's `preserve_all` convention, so it changes no
+/// register: the two it works in are saved on the stack and restored (their
+/// upper halves, which Cranelift's 128-bit code never uses, are cleared). The
+/// caller then keeps its vectors in registers across the call, and its 16-byte
+/// loads of the result find 16-byte stores (no store-forwarding stall).
+///
+/// Only called by JIT code, with `rdi` valid for writing 32 bytes, on a CPU with
+/// AVX and F16C.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+unsafe extern "C" fn f16_of_16() {
+    core::arch::naked_asm!(
+        "sub rsp, 32",
+        "vmovdqu [rsp], xmm4",
+        "vmovdqu [rsp + 16], xmm5",
+        "vcvtps2ph xmm4, xmm0, 0",
+        "vcvtps2ph xmm5, xmm1, 0",
+        "vpunpcklqdq xmm4, xmm4, xmm5",
+        "vmovdqu [rdi], xmm4",
+        "vcvtps2ph xmm4, xmm2, 0",
+        "vcvtps2ph xmm5, xmm3, 0",
+        "vpunpcklqdq xmm4, xmm4, xmm5",
+        "vmovdqu [rdi + 16], xmm4",
+        "vmovdqu xmm4, [rsp]",
+        "vmovdqu xmm5, [rsp + 16]",
+        "add rsp, 32",
+        "ret",
+    )
+}
+
+/// [`f16_of_16`] off x86-64, where no kernel has f16 tables
+/// (emitters call [`emit`] only where the host has F16C).
+#[cfg(not(target_arch = "x86_64"))]
+unsafe extern "C" fn f16_of_16() {
+    unreachable!("f16 tables are x86-64 only")
+}
