@@ -279,15 +279,10 @@ impl<'a> Job<'a> {
         }
         kernel.supports(self.plan)?;
         if !range.is_empty() {
-            let len = range.len();
-            raced(self.plan, kernel, len, |store| {
-                policy::with_call_store(store, || {
-                    // SAFETY: `range` is inside the plan (checked), `supports` said
-                    // yes, and `&mut self` keeps every other run of this job out
-                    // while this one lasts.
-                    unsafe { kernel.run(self, range) }
-                })
-            });
+            // SAFETY: `range` is inside the plan (checked), `supports` said yes,
+            // and `&mut self` keeps every other run of this job out while this
+            // one lasts.
+            unsafe { run_raced(self, kernel, range) };
         }
         Ok(())
     }
@@ -618,10 +613,25 @@ fn raced<R>(
     raced_settled(plan, kernel, elements, f).0
 }
 
-/// [`raced`], also saying whether the call stored as the race settled (or as
-/// the process does where no race applies): false while the race still tries
+/// Runs `kernel` over `range` of `job` as one call, storing as its plan's store
+/// race says ([`raced`]); returns whether that was the race's settled strategy
+/// (or the process's, where no race applies): false while the race still tries
 /// strategies.
-pub(crate) fn raced_settled<R>(
+///
+/// # Safety
+/// [`Kernel::run`]'s contract for `job`, `kernel` and `range`.
+pub(crate) unsafe fn run_raced(job: &Job<'_>, kernel: &dyn Kernel, range: Range<usize>) -> bool {
+    let n = range.len();
+    let ((), settled) = raced_settled(job.plan, kernel, n, |store| {
+        // SAFETY: the caller's contract.
+        policy::with_call_store(store, || unsafe { kernel.run(job, range) })
+    });
+    settled
+}
+
+/// [`raced`], also saying whether the call stored as the race settled (see
+/// [`run_raced`]).
+fn raced_settled<R>(
     plan: &Plan,
     kernel: &dyn Kernel,
     elements: usize,

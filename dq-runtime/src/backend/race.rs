@@ -6,7 +6,7 @@
 //! each other would otherwise flip from run to run.
 //!
 //! Stores: each candidate's calls take part in that candidate's own store race
-//! ([`policy::race_store`]), and only calls at its settled strategy are timed for
+//! ([`crate::policy::race_store`]), and only calls at its settled strategy are timed for
 //! this race, so each kernel is compared at its best strategy. Once the winner is
 //! chosen, `auto` stores as the winner does ([`Kernel::store_backend`]).
 
@@ -16,9 +16,8 @@ use std::time::Instant;
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::exec::{Job, Kernel, KernelStats, raced_settled};
+use crate::exec::{Job, Kernel, KernelStats, run_raced};
 use crate::plan::Plan;
-use crate::policy;
 
 /// Kernels racing for one plan; itself a kernel that runs each call on one of them.
 pub struct Race {
@@ -116,16 +115,13 @@ impl Kernel for Race {
             return unsafe { k.run(job, range) };
         }
         let i = self.calls.fetch_add(1, Ordering::Relaxed) % self.kernels.len();
-        let (k, n) = (self.kernels[i], range.len());
-        let len = n.max(1) as u128;
+        let len = range.len().max(1) as u128;
         let t = Instant::now();
         // Each candidate stores as its own store race says (and takes part in
         // it); only calls at a settled strategy count, so each candidate is
         // timed at its best, not at whatever its store race is trying.
-        let ((), settled) = raced_settled(job.plan(), k, n, |store| {
-            // SAFETY: as above.
-            policy::with_call_store(store, || unsafe { k.run(job, range) })
-        });
+        // SAFETY: as above.
+        let settled = unsafe { run_raced(job, self.kernels[i], range) };
         let ps = t.elapsed().as_nanos() * 1000 / len;
         if settled {
             self.record(i, ps.min(u64::MAX as u128 - 1) as u64);
