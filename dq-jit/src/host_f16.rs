@@ -8,13 +8,15 @@ use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value, types};
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::FunctionBuilder;
 
+use crate::translate::mem;
+
 /// Emits a call that writes the f16 bits of the 16 f32 of `ys` (four F32X4, in
 /// order) to the 32 bytes at `out`: nearest-even, NaNs quieted as F16C does (the
 /// rounding of [`LaneMath::round_f16`](crate::lane_math::LaneMath::round_f16)).
-/// The emitting code guarantees `out` is writable for 32 bytes and that the host
-/// has AVX and F16C. Load the result back in 16-byte halves: those find the
-/// helper's 16-byte stores (no store-forwarding stall).
-pub(crate) fn emit(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) {
+/// Returns them loaded back as two I16X8 (16-byte halves: those find the
+/// helper's 16-byte stores, no store-forwarding stall). The emitting code
+/// guarantees `out` is writable for 32 bytes and that the host has AVX and F16C.
+pub(crate) fn round(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) -> [Value; 2] {
     let mut sig = Signature::new(CallConv::PreserveAll);
     sig.params = vec![AbiParam::new(types::I64)];
     sig.params.extend([AbiParam::new(types::F32X4); 4]);
@@ -24,9 +26,10 @@ pub(crate) fn emit(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) {
     let mut args = vec![out];
     args.extend(ys);
     b.ins().call_indirect(sig, callee, &args);
+    [0, 16].map(|at| b.ins().load(types::I16X8, mem(), out, at))
 }
 
-/// Writes the f16 bits (as [`emit`] says) of the 16 f32 in `xmm0..xmm3` (four
+/// Writes the f16 bits (as [`round`] says) of the 16 f32 in `xmm0..xmm3` (four
 /// each, in order) to the 32 bytes at `rdi`, with the host's conversion
 /// instructions.
 ///
@@ -61,7 +64,7 @@ unsafe extern "C" fn f16_of_16() {
 }
 
 /// [`f16_of_16`] off x86-64, where no kernel has f16 tables
-/// (emitters call [`emit`] only where the host has F16C).
+/// (emitters call [`round`] only where the host has F16C).
 #[cfg(not(target_arch = "x86_64"))]
 unsafe extern "C" fn f16_of_16() {
     unreachable!("f16 tables are x86-64 only")

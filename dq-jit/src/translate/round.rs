@@ -113,10 +113,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     pub(super) fn round_f16_host(&mut self, ys: [Value; 4]) -> Vec<Value> {
         let slot = self.table_slot();
         let out = self.add_imm(slot, 64);
-        host_f16::emit(&mut self.b, out, ys);
-        (0..2)
-            .map(|k| self.b.ins().load(types::I16X8, mem(), out, 16 * k))
-            .collect()
+        host_f16::round(&mut self.b, out, ys).to_vec()
     }
 }
 

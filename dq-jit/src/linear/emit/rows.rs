@@ -187,9 +187,8 @@ impl Emit<'_, '_> {
         }
         let (e0, e1) = if self.s.out == DType::F16 && self.host_f16 {
             let out = self.b.ins().iadd_imm_s(self.slot, i64::from(at + 32));
-            host_f16::emit(&mut self.b, out, [ys[0], ys[1], ys[2], ys[3]]);
-            let e0 = self.b.ins().load(types::I16X8, mem(), out, 0);
-            (e0, self.b.ins().load(types::I16X8, mem(), out, 16))
+            let [e0, e1] = host_f16::round(&mut self.b, out, [ys[0], ys[1], ys[2], ys[3]]);
+            (e0, e1)
         } else {
             let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
             let e0 = self.b.ins().unarrow(h[0], h[1]);
