@@ -67,8 +67,8 @@ impl Race {
     }
 
     /// Records a call of kernel `i` that took `ps_per_element`; once every kernel
-    /// has [`ROUNDS`](Self::ROUNDS) calls, the winner is chosen (see
-    /// [`choose`](Self::choose)).
+    /// has [`ROUNDS`](Self::ROUNDS) calls, the winner is chosen (the preferred
+    /// kernel unless another beats it by [`MARGIN_PERCENT`](Self::MARGIN_PERCENT)).
     pub fn record(&self, i: usize, ps_per_element: u64) {
         self.best[i].fetch_min(ps_per_element, Ordering::Relaxed);
         self.timed[i].fetch_add(1, Ordering::Relaxed);

@@ -13,8 +13,8 @@ use super::form;
 use crate::arch::Isa;
 use crate::races::{self, Races, Rules, Stat};
 
-/// Calls of fewer elements are not timed (their times are noise): they run
-/// [`untimed_form`].
+/// Calls of fewer elements are not timed (their times are noise): they run the
+/// race's choice once made, else [`UNRACED_FORM`].
 pub const MIN_ELEMENTS: usize = 1 << 16;
 
 /// The form untimed calls run before the race of their (type, ISA) is over, and
