@@ -19,7 +19,9 @@
 //! multiple of 32 inputs) take the fast path of [`wide`](super::wide) for their
 //! whole tiles: transposed in registers, looked up with `vpermw`, written with
 //! non-temporal stores. On AMD EPYC Zen 4 (4096x11008 g128 -> bf16, one thread)
-//! it is bound by the output's writes.
+//! it runs at 0.5-0.6x memcpy: the output's writes alone take 0.4 of its time, and
+//! its memory traffic with no arithmetic (the same reads and non-temporal writes)
+//! 0.6.
 
 use std::ops::Range;
 

@@ -50,13 +50,22 @@ impl Packed<'_> {
     /// Word index and field index of `(r, c)`.
     #[inline(always)]
     pub(super) fn locate(&self, r: usize, c: usize) -> (usize, usize) {
-        let w = self.per_word();
+        // `w` is 4 or 8 (checked): shifts and masks, not divisions (a table's
+        // parameters are read per row and group, in the fast path's inner loop).
+        let shift = if self.bits == 4 { 3 } else { 2 };
+        let split = |i: usize| (i >> shift, i & ((1 << shift) - 1));
         match self.packing {
-            Packing::Inner => (r * self.row_stride + (c / w) * self.col_stride, c % w),
-            Packing::Outer { order } => (
-                (r / w) * self.row_stride + c * self.col_stride,
-                usize::from(order[r % w]),
-            ),
+            Packing::Inner => {
+                let (word, field) = split(c);
+                (r * self.row_stride + word * self.col_stride, field)
+            }
+            Packing::Outer { order } => {
+                let (word, field) = split(r);
+                (
+                    word * self.row_stride + c * self.col_stride,
+                    usize::from(order[field]),
+                )
+            }
         }
     }
 

@@ -3,8 +3,10 @@
 //! multiple of 32): the linear driver's fast path.
 //!
 //! A tile is 64 rows (4 lines of 16 words of a word row: words along K, GPTQ) or
-//! 128 (16 word columns of 8 rows: along N, AWQ). Per group the tile's rows get their
-//! 16 exact outputs (the formula and rounding of the portable driver's tables)
+//! 128 (16 word columns of 8 rows: along N, AWQ; four such tiles run side by side,
+//! group by group, so each input row's words are read as 4 adjacent lines). Per
+//! group the tile's rows get their 16 exact outputs (the formula and rounding of
+//! the portable driver's tables, the parameters of 16 rows read with vector loads)
 //! repeated in a 512-bit register; per 32 inputs the word rows' lines are loaded
 //! and transposed in registers (4x4 or 16x16 words), each row's 32 fields are moved
 //! into the low bits of 32 16-bit lanes (`vpmultishiftqb`, or `vpermt2b` and a
@@ -153,7 +155,8 @@ mod tests {
         let mut rng = Rng::new(11);
         for case in 0..64 {
             let outer = case % 2 == 1;
-            let n = 8 * (1 + rng.below(64) as usize);
+            // Up to 10 AWQ tiles: whole groups of tiles side by side, and the rest.
+            let n = 8 * (1 + rng.below(if case % 4 == 3 { 160 } else { 64 }) as usize);
             let gs = 32 * (1 + rng.below(4) as usize);
             let k = 32 * (2 + rng.below(12) as usize);
             let groups = k.div_ceil(gs);
