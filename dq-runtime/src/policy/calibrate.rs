@@ -45,7 +45,7 @@ pub fn measure(mut time: impl FnMut(StoreStrategy) -> u64, reps: usize) -> [u64;
 }
 
 /// The fastest strategy of `ns` (times in [`StoreStrategy::ALL`] order); prefetching
-/// unless another is faster by more than [`TIE`].
+/// unless another is faster by more than 2%.
 pub fn choose(ns: [u64; 3]) -> StoreStrategy {
     let prefetch = ns[StoreStrategy::Prefetch as usize] as f64;
     let (best, t) = (StoreStrategy::ALL.into_iter().zip(ns))

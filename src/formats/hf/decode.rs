@@ -16,7 +16,7 @@ use dq_runtime::linear::{Groups, Linear};
 /// Every backend runs every scheme: `Generated` and `Auto` through its plan
 /// ([`QuantLinear::plan`], the generated backend's tiled driver), `Jit` through
 /// the same plan compiled per linear shape by Cranelift ([`dq_jit::linear`]),
-/// `Reference` through [`reference`]. `Auto` races the generated driver and the JIT
+/// `Reference` through [`reference`](mod@reference). `Auto` races the generated driver and the JIT
 /// on the first large calls of each kind of linear and keeps the faster
 /// ([`race`](crate::formats::race)): neither was measured faster on every scheme.
 ///
