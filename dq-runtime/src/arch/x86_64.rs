@@ -9,7 +9,7 @@ use super::Simd;
 use crate::kernels::Lanes;
 use crate::minifloat::{F4_E2M1_TABLE, NAN_BITS};
 
-mod bf16;
+pub(crate) mod bf16;
 mod decode;
 
 /// Proof that the CPU has AVX2 and F16C.

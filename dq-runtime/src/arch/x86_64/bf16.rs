@@ -142,7 +142,7 @@ pub(super) unsafe fn store_x2_nan(p: *mut u8, a: __m512, b: __m512, cvt: bool, n
 /// # Safety
 /// As [`store_x2`], without `p`.
 #[inline(always)]
-pub(super) unsafe fn pack(a: __m512, b: __m512, cvt: bool) -> __m512i {
+pub(crate) unsafe fn pack(a: __m512, b: __m512, cvt: bool) -> __m512i {
     // SAFETY: the features are the caller's.
     unsafe { if cvt { pack_cvt(a, b) } else { pack_int(a, b) } }
 }

@@ -137,9 +137,10 @@ impl<'o, const R: usize> Rows<'o, R> {
 
 /// The tables of rows `n0..n0 + tabs.len()` (a multiple of 16), group `g`: row
 /// `n0 + r`'s 16 outputs (fields 0..16) repeated in both halves of `tabs[r]`, by
-/// the formula `f32(q - z) * s` and the rounding of `T` (bf16: the integer
-/// round-to-nearest-even of `f32_to_bf16_bits`; f16: `vcvtps2ph`, as the driver's
-/// F16C code). The parameters of 16 rows are read at once ([`params16`]).
+/// the formula `f32(q - z) * s` and the rounding of `T` (bf16: the
+/// round-to-nearest-even of `f32_to_bf16_bits`, two rows packed at once, by
+/// `vcvtne2ps2bf16` where the CPU has AVX512-BF16; f16: `vcvtps2ph`, as the
+/// driver's F16C code). The parameters of 16 rows are read at once ([`params16`]).
 ///
 /// # Safety
 /// The CPU has AVX-512 F/BW/VL/DQ and F16C (inlined into the callers that enable
@@ -155,37 +156,56 @@ unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512
             _mm512_storeu_si512(zs.as_mut_ptr().cast(), z);
             _mm512_storeu_ps(ss.as_mut_ptr(), s);
         }
+        if T::OUT == DType::BF16 {
+            // Two rows' tables rounded and packed at once, then each repeated.
+            let cvt = crate::arch::x86_64::bf16::cvt_enabled();
+            for (r, t) in tabs.chunks_exact_mut(2).enumerate() {
+                let (r0, r1) = (2 * r, 2 * r + 1);
+                // SAFETY: the caller's features (AVX-512 F/BW/DQ; AVX512-BF16
+                // when `cvt`, which checked it).
+                unsafe {
+                    let h = crate::arch::x86_64::bf16::pack(
+                        product(zs[r0], ss[r0]),
+                        product(zs[r1], ss[r1]),
+                        cvt,
+                    );
+                    t[0] = _mm512_shuffle_i64x2::<0x44>(h, h);
+                    t[1] = _mm512_shuffle_i64x2::<0xee>(h, h);
+                }
+            }
+            continue;
+        }
         for (r, t) in tabs.iter_mut().enumerate() {
             // SAFETY: the caller's features.
-            *t = unsafe { table::<T>(zs[r], ss[r]) };
+            *t = unsafe { table_f16(zs[r], ss[r]) };
         }
     }
 }
 
-/// The 16 outputs of zero point `z` (the weights' offset folded in) and scale
-/// `s`, repeated in both halves of a register (see [`tables`]).
+/// The f32 products `f32(q - z) * s` of fields `q = 0..16`.
 ///
 /// # Safety
-/// The CPU has AVX-512 F/BW/VL/DQ and F16C.
+/// The CPU has AVX-512 F.
 #[inline(always)]
-unsafe fn table<T: Out>(z: i32, s: f32) -> __m512i {
+unsafe fn product(z: i32, s: f32) -> __m512 {
     // SAFETY: the caller's features.
     unsafe {
         let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         let d = _mm512_sub_epi32(iota, _mm512_set1_epi32(z));
-        let y = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(s));
-        let h = if T::OUT == DType::BF16 {
-            let x = _mm512_castps_si512(y);
-            let hi = _mm512_srli_epi32::<16>(x);
-            let lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-            let r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
-            let r = _mm512_srli_epi32::<16>(r);
-            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
-            let q = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
-            _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q))
-        } else {
-            _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y)
-        };
+        _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(s))
+    }
+}
+
+/// The 16 f16 outputs of zero point `z` (the weights' offset folded in) and
+/// scale `s`, repeated in both halves of a register (see [`tables`]).
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/DQ and F16C.
+#[inline(always)]
+unsafe fn table_f16(z: i32, s: f32) -> __m512i {
+    // SAFETY: the caller's features.
+    unsafe {
+        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(product(z, s));
         _mm512_broadcast_i64x4(h)
     }
 }
