@@ -107,11 +107,6 @@ impl<'o, const R: usize> Rows<'o, R> {
         // of 32 from a row start, a 64-byte line (the row starts `d` past one and
         // 2 K is a multiple of 64).
         let row = unsafe { self.out.as_mut_ptr().add(r * k) };
-        if d == 0 {
-            // Rows on lines: each 32 outputs are a line as they are.
-            unsafe { _mm512_stream_si512(row.add(k0).cast(), y) };
-            return;
-        }
         if k0 == 0 {
             if d == 0 {
                 unsafe { _mm512_stream_si512(row.cast(), y) };
@@ -147,6 +142,7 @@ impl<'o, const R: usize> Rows<'o, R> {
 /// them: a call per table cost a tenth of the time).
 #[inline(always)]
 unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512i]) {
+    debug_assert!(tabs.len().is_multiple_of(16));
     for (i, tabs) in tabs.chunks_exact_mut(16).enumerate() {
         // SAFETY: the caller's features.
         let (z, s) = unsafe { params16(l, n0 + 16 * i, g) };
