@@ -61,11 +61,6 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
         }
     }
 
-    /// The rules it runs by.
-    pub fn rules(&self) -> Rules {
-        self.rules
-    }
-
     fn lock(&self) -> MutexGuard<'_, Option<HashMap<K, Entry<N>>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -35,6 +35,7 @@ use super::{Args, PackShape, Shape};
 // `rows` (row by row), `columns` (AWQ word columns), `values` (zero points,
 // scales, the formula, output bits): `impl Emit` blocks by concern.
 
+use crate::lane_math::{Bin, LaneMath};
 use crate::translate::{lanes, mem};
 
 /// Byte shuffle interleaving the low 8 bytes of `a` and `b` (`punpcklbw`).
@@ -194,25 +195,12 @@ impl Emit<'_, '_> {
         self.vconst_bytes(ty, bytes)
     }
 
-    /// `v` as an I32 constant, or every lane of an I32X4 constant.
-    fn c32(&mut self, ty: Type, v: u32) -> Value {
-        if ty.is_vector() {
-            self.splat_c(ty, v)
-        } else {
-            self.i32c(i64::from(v))
-        }
-    }
-
     fn and_c(&mut self, x: Value, c: u32) -> Value {
-        let ty = self.b.func.dfg.value_type(x);
-        let c = self.c32(ty, c);
-        self.b.ins().band(x, c)
+        self.bin_c(Bin::And, x, c)
     }
 
     fn or_c(&mut self, x: Value, c: u32) -> Value {
-        let ty = self.b.func.dfg.value_type(x);
-        let c = self.c32(ty, c);
-        self.b.ins().bor(x, c)
+        self.bin_c(Bin::Or, x, c)
     }
 
     fn ushr(&mut self, x: Value, n: i64) -> Value {
@@ -223,21 +211,6 @@ impl Emit<'_, '_> {
     fn shl(&mut self, x: Value, n: i64) -> Value {
         let n = self.i32c(n);
         self.b.ins().ishl(x, n)
-    }
-
-    /// `m ? a : b` for a compare result (scalar or lane mask).
-    fn sel(&mut self, m: Value, a: Value, b: Value) -> Value {
-        let ty = self.b.func.dfg.value_type(a);
-        if ty.is_vector() {
-            let m = if self.b.func.dfg.value_type(m) == ty {
-                m
-            } else {
-                self.b.ins().bitcast(ty, lanes(), m)
-            };
-            self.b.ins().bitselect(m, a, b)
-        } else {
-            self.b.ins().select(m, a, b)
-        }
     }
 
     fn shuffle(&mut self, a: Value, b: Value, order: [u8; 16]) -> Value {

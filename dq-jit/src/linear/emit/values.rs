@@ -41,7 +41,7 @@ impl Emit<'_, '_> {
                 let lim = self.i32c(0x7f80);
                 let nan = self.b.ins().icmp(IntCC::UnsignedGreaterThan, em, lim);
                 let q = self.or_c(h, 0x40);
-                let h = self.sel(nan, q, h);
+                let h = self.pick(nan, q, h);
                 let x = self.shl(h, 16);
                 self.b.ins().bitcast(types::F32, lanes(), x)
             }
@@ -65,7 +65,7 @@ impl Emit<'_, '_> {
         let x = self.b.ins().bitcast(ty, lanes(), y);
         let q = self.or_c(x, 0x0040_0000);
         let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-        self.sel(nan, q, x)
+        self.pick(nan, q, x)
     }
 
     /// f16/bf16 bits (low half of each I32 lane) of f32 `y`.

@@ -143,6 +143,7 @@ impl<'o, const R: usize> Rows<'o, R> {
 #[inline(always)]
 unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512i]) {
     debug_assert!(tabs.len().is_multiple_of(16));
+    let cvt = crate::arch::x86_64::bf16::cvt_enabled();
     for (i, tabs) in tabs.chunks_exact_mut(16).enumerate() {
         // SAFETY: the caller's features.
         let (z, s) = unsafe { params16(l, n0 + 16 * i, g) };
@@ -154,7 +155,6 @@ unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512
         }
         if T::OUT == DType::BF16 {
             // Two rows' tables rounded and packed at once, then each repeated.
-            let cvt = crate::arch::x86_64::bf16::cvt_enabled();
             for (r, t) in tabs.chunks_exact_mut(2).enumerate() {
                 let (r0, r1) = (2 * r, 2 * r + 1);
                 // SAFETY: the caller's features (AVX-512 F/BW/DQ; AVX512-BF16
@@ -169,11 +169,11 @@ unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512
                     t[1] = _mm512_shuffle_i64x2::<0xee>(h, h);
                 }
             }
-            continue;
-        }
-        for (r, t) in tabs.iter_mut().enumerate() {
-            // SAFETY: the caller's features.
-            *t = unsafe { table_f16(zs[r], ss[r]) };
+        } else {
+            for (r, t) in tabs.iter_mut().enumerate() {
+                // SAFETY: the caller's features.
+                *t = unsafe { table_f16(zs[r], ss[r]) };
+            }
         }
     }
 }
