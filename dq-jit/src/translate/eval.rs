@@ -8,6 +8,7 @@ use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
 use dq_runtime::Node;
 
 use super::{Translator, lanes};
+use crate::lane_math::LaneMath;
 
 /// The integer operands of [`Translator::eval`].
 #[derive(Clone, Copy)]
@@ -238,10 +239,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         let neg = self.b.ins().icmp(IntCC::SignedLessThan, bits, zero);
         let tie = self.b.ins().band(eq, neg);
         let pick_a = self.b.ins().bor(wins, tie);
-        let r = self.sel(pick_a, a, b);
+        let r = self.pick(pick_a, a, b);
         let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
-        let r = self.sel(b_nan, b, r);
+        let r = self.pick(b_nan, b, r);
         let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
-        self.sel(a_nan, a, r)
+        self.pick(a_nan, a, r)
     }
 }

@@ -25,6 +25,7 @@ use dq_runtime::{DType, STANDARD_FLOAT};
 
 use super::eval::Ints;
 use super::{Lut, Translator, lanes, mem};
+use crate::lane_math::LaneMath;
 
 /// The biased f32 exponents of a scale the tables serve: `2^-117 <= |s| < 2^118`.
 const SAFE_EXP: (i64, i64) = (10, 244);
@@ -145,11 +146,11 @@ impl<'a, 'f> Translator<'a, 'f> {
             if k == 1 {
                 b = self.b.ins().iadd(b, h);
             }
-            let mut r = self.sel(first, a, b);
+            let mut r = self.pick(first, a, b);
             if k == 1 {
                 r = self.b.ins().bxor(r, sign);
             }
-            *o = self.sel(is_nan, nan[k], r);
+            *o = self.pick(is_nan, nan[k], r);
         }
         for h in 0..2u8 {
             let half = 8 * h..8 * h + 8;

@@ -13,6 +13,7 @@ use dq_runtime::DType;
 use dq_runtime::minifloat::NAN_BITS;
 
 use super::{Lut, Translator, lanes, mem};
+use crate::lane_math::LaneMath;
 
 /// The layout of a float src code.
 struct Layout {
@@ -140,7 +141,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             let below_inf = self.c32(types::I32X4, (0x7c << pos) - 1);
             let big = self.b.ins().icmp(IntCC::SignedGreaterThan, mag, below_inf);
             let inf = self.c32(types::I32X4, 0x7f80_0000);
-            v = self.sel(big, inf, v);
+            v = self.pick(big, inf, v);
         }
         let sign = self.and_c(c, 0x8000_0000_u32 as i64);
         (self.b.ins().bor(v, sign), mag)
@@ -160,7 +161,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             Some(m) => {
                 let q = self.c32(types::I32X4, NAN_BITS as i64);
                 let yi = self.b.ins().bitcast(types::I32X4, lanes(), y);
-                let r = self.sel(m, q, yi);
+                let r = self.pick(m, q, yi);
                 self.fbits(r)
             }
             None => y,

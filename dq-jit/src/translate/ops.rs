@@ -10,7 +10,7 @@ use cranelift_codegen::ir::{
     ConstantData, InstBuilder, InstructionData, Opcode, Type, Value, types,
 };
 
-use super::{Translator, lanes};
+use super::Translator;
 
 impl<'a, 'f> Translator<'a, 'f> {
     /// The constant `v` is defined as, if an `iconst`.
@@ -190,21 +190,5 @@ impl<'a, 'f> Translator<'a, 'f> {
         let ty = self.b.func.dfg.value_type(x);
         let c = self.c32(ty, c);
         self.add(x, c)
-    }
-
-    /// `m ? a : b` where `m` is an icmp/fcmp result (i8 scalar or lane mask).
-    pub(super) fn sel(&mut self, m: Value, a: Value, b: Value) -> Value {
-        let ty = self.b.func.dfg.value_type(a);
-        if ty.is_vector() {
-            let mt = self.b.func.dfg.value_type(m);
-            let m = if mt == ty {
-                m
-            } else {
-                self.b.ins().bitcast(ty, lanes(), m)
-            };
-            self.b.ins().bitselect(m, a, b)
-        } else {
-            self.b.ins().select(m, a, b)
-        }
     }
 }

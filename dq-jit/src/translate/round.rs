@@ -71,7 +71,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
         let q = self.or_c(x, 0x0040_0000);
         let nan = self.b.ins().fcmp(FloatCC::Unordered, y, y);
-        self.sel(nan, q, x)
+        self.pick(nan, q, x)
     }
 
     /// f32 (scalar or F32X4) to f16/bf16 bits in the low half of each I32 lane.
