@@ -46,13 +46,20 @@ fn position(d: &BlockDecl, f: &Field, e: usize) -> (usize, usize) {
     (byte + shift / 8, shift % 8)
 }
 
+/// What [`Emit::assemble`] adds to `d`'s integers to make them a byte: 0 where
+/// they are never negative (spread by one conversion), else 128.
+pub(super) fn bias(d: &BlockDecl) -> i64 {
+    if range(d).0 >= 0 { 0 } else { 128 }
+}
+
 /// `2^23 + 128` as f32: a biased byte `u` in the mantissa of 2^23 minus it is
 /// `u - 128`, exactly.
 const MAGIC_128: f32 = 8_388_736.0;
 
 impl Emit<'_> {
-    /// The integers of elements `e0..e0 + width` of the block at `blk`, plus 128,
-    /// in the low `width` byte lanes of an I8X16 (the others hold garbage).
+    /// The integers of elements `e0..e0 + width` of the block at `blk`, plus
+    /// [`bias`]`(d)`, in the low `width` byte lanes of an I8X16 (the others hold
+    /// garbage).
     pub(super) fn assemble(&mut self, d: &BlockDecl, blk: Value, e0: usize, width: usize) -> Value {
         let mut q = None;
         for f in d.fields {
@@ -69,17 +76,22 @@ impl Emit<'_> {
                 Some(q) => self.b.ins().iadd(q, v),
             });
         }
-        let k = self.splat_c(types::I8X16, u64::from((d.offset + 128) as u8));
+        let k = (i64::from(d.offset) + bias(d)) as u8;
         match q {
-            Some(q) => self.b.ins().iadd(q, k),
-            None => k,
+            Some(q) if k == 0 => q,
+            Some(q) => {
+                let k = self.splat_c(types::I8X16, u64::from(k));
+                self.b.ins().iadd(q, k)
+            }
+            None => self.splat_c(types::I8X16, u64::from(k)),
         }
     }
 
-    /// Byte lanes `4j..4j + 4` of `qb` (biased integers) as the F32X4 of their
-    /// integers: each byte shuffled into the low byte of a lane of zeros, or'ed
-    /// into the mantissa of 2^23, minus 2^23 + 128 (exact).
-    pub(super) fn spread(&mut self, qb: Value, j: usize) -> Value {
+    /// Byte lanes `4j..4j + 4` of `qb` (integers plus [`bias`]) as the F32X4 of
+    /// their integers: each byte shuffled into the low byte of a lane of zeros,
+    /// then, for unsigned integers (bias 0), converted (`cvtdq2ps`); otherwise
+    /// or'ed into the mantissa of 2^23, minus 2^23 + 128. Both exact.
+    pub(super) fn spread(&mut self, d: &BlockDecl, qb: Value, j: usize) -> Value {
         let idx: Vec<u8> = (0..16)
             .map(|i| {
                 if i % 4 == 0 {
@@ -91,6 +103,9 @@ impl Emit<'_> {
             .collect();
         let x = self.shuffle_bytes(qb, idx);
         let x = self.b.ins().bitcast(types::I32X4, lanes(), x);
+        if bias(d) == 0 {
+            return self.b.ins().fcvt_from_sint(types::F32X4, x);
+        }
         let magic = self.splat_c(types::I32X4, 0x4B00_0000);
         let x = self.b.ins().bor(x, magic);
         let x = self.b.ins().bitcast(types::F32X4, lanes(), x);

@@ -258,7 +258,7 @@ impl Emit<'_> {
             };
             let qb = self.assemble(d, blk, e0, width);
             for j in 0..width / 4 {
-                let fq = self.spread(qb, j);
+                let fq = self.spread(d, qb, j);
                 let y = self.formula(d, fq, &p);
                 let at = 4 * (e0 + 4 * j);
                 // In bounds: elements `e0 + 4j .. e0 + 4j + 4 <= block_elems` of this

@@ -73,8 +73,17 @@ impl<'d> Params<'d> {
                 signed,
             } => {
                 let x = byte(e, at + stride * g);
-                let x = e.b.ins().ushr_imm_s(x, i64::from(shift));
-                let x = e.b.ins().band_imm_s(x, (1i64 << bits) - 1);
+                // A byte's bits: no shift by 0, no mask for the top bits.
+                let x = if shift == 0 {
+                    x
+                } else {
+                    e.b.ins().ushr_imm_s(x, i64::from(shift))
+                };
+                let x = if shift + bits >= 8 {
+                    x
+                } else {
+                    e.b.ins().band_imm_s(x, (1i64 << bits) - 1)
+                };
                 if signed {
                     let up = e.b.ins().ishl_imm_s(x, 32 - i64::from(bits));
                     e.b.ins().sshr_imm_s(up, 32 - i64::from(bits))

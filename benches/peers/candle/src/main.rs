@@ -274,8 +274,8 @@ fn print_table(rows: &[Row], memcpy: f64, n: usize) {
     println!("GGUF dequantize -> f32, {n} elements, 1 thread, GB/s = (block + f32 bytes) / median");
     println!("CPU: {}   memcpy: {memcpy:.1} GB/s", cpu_model());
     println!(
-        "{:<6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12}",
-        "type", "candle", "dq-ref", "dq-gen", "dq-jit", "gen/mcpy", "gen/candle"
+        "{:<6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>9}",
+        "type", "candle", "dq-ref", "dq-gen", "dq-jit", "gen/mcpy", "gen/candle", "jit:gen"
     );
     for r in rows {
         let cell =
@@ -290,8 +290,13 @@ fn print_table(rows: &[Row], memcpy: f64, n: usize) {
             (Some(a), Some(b)) => format!("{:.2}x", b / a),
             _ => "n/a".to_owned(),
         };
+        // The slower of generated and JIT over the faster (time ratio, >= 1).
+        let apart = match (gen_s, dq(Backend::Jit)) {
+            (Some(g), Some(j)) => format!("{:.2}", g.max(j) / g.min(j)),
+            _ => "n/a".to_owned(),
+        };
         println!(
-            "{:<6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12}",
+            "{:<6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>9}",
             r.ty,
             cell(r.candle),
             cell(dq(Backend::Reference)),
@@ -302,6 +307,7 @@ fn print_table(rows: &[Row], memcpy: f64, n: usize) {
                 gbps(r.bytes, n, s) / memcpy
             )),
             ratio(gen_s, r.candle),
+            apart,
         );
     }
 }
