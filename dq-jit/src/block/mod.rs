@@ -257,3 +257,21 @@ fn compile(
         func,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every f16 bit pattern, widened by the JIT's F16 kernel, against the
+    /// runtime's integer widening (gguf-py's bits).
+    #[test]
+    fn f16_widening_is_exact_for_every_pattern() {
+        let src: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+        let mut out = vec![0f32; 1 << 16];
+        kernel("F16").unwrap().run(&src, &mut out).unwrap();
+        for (h, y) in (0..=u16::MAX).zip(&out) {
+            let want = dq_runtime::block::f16_to_f32(h).to_bits();
+            assert_eq!(y.to_bits(), want, "f16 {h:#06x}");
+        }
+    }
+}
