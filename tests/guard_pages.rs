@@ -428,6 +428,20 @@ mod linux {
                 n16,
                 vec![n16],
             ),
+            // Rows of 1001 (many vectors, a scale each) in one dense run: the
+            // tiles' group starts fall mid-line, where the generated kernels
+            // spend an overlapping vector to store the rest on whole lines.
+            Config {
+                op: DynamicDequantize::per_channel(0).into(),
+                src_t: DType::S8,
+                zps_t: Some(DType::S8),
+                dst_t: DType::F32,
+                shape: vec![53, 1001],
+                scale_shape: vec![53],
+                zps_shape: vec![53],
+                transposed: false,
+                dst_transposed: false,
+            },
             strided(DType::U8, false),
             strided(DType::S8, true),
         ]

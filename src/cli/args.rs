@@ -169,6 +169,11 @@ pub struct BenchArgs {
     /// buffers (by default they are advised as NumPy advises its large arrays).
     #[arg(long)]
     pub base_pages: bool,
+    /// Put each dst this many bytes (0-63) past a 64-byte line, to time a given
+    /// alignment (by default dst is where the allocator puts it: for large
+    /// buffers on Linux, 16 bytes past a line).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub dst_offset: Option<u8>,
 }
 
 /// `dq demo`.

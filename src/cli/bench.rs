@@ -114,12 +114,22 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     };
     let mut src = buf(case.src.data.len(), 0);
     src.copy_from_slice(&case.src.data);
-    let mut outs: Vec<Vec<u8>> = kernels.iter().map(|_| buf(dst_bytes, 0xff)).collect();
+    let room = if a.dst_offset.is_some() { 128 } else { 0 };
+    let mut outs: Vec<Vec<u8>> = kernels
+        .iter()
+        .map(|_| buf(dst_bytes + room, 0xff))
+        .collect();
     let mut dsts: Vec<TensorMut> = outs
         .iter_mut()
-        .map(|out| TensorMut {
-            desc: case.dst.desc.clone(),
-            data: out,
+        .map(|out| {
+            // `--dst-offset`: from the buffer's first line, within its 128 spare bytes.
+            let at = a
+                .dst_offset
+                .map_or(0, |o| out.as_ptr().align_offset(64) + usize::from(o));
+            TensorMut {
+                desc: case.dst.desc.clone(),
+                data: &mut out[at..at + dst_bytes],
+            }
         })
         .collect();
     let src = Tensor {
@@ -128,6 +138,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     };
     let (scales, zps) = (case.scales.as_ref(), case.zps.as_ref());
     let (scales, zps) = (scales.map(OwnedTensor::view), zps.map(OwnedTensor::view));
+    let line_offset = dsts.first().map(|d| d.data.as_ptr() as usize % 64);
     let mut jobs = Vec::with_capacity(kernels.len());
     for dst in &mut dsts {
         jobs.push(plan.bind(&src, scales.as_ref(), zps.as_ref(), dst)?);
@@ -167,6 +178,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         .map(|_| auto_json(backends, &plan));
     let mut machine = machine_json(dst_bytes);
     machine["pages"] = json!(if huge { "huge (MADV_HUGEPAGE)" } else { "base" });
+    machine["dst_line_offset"] = json!(line_offset);
     machine["store_per_backend"] = (kernels.iter())
         .map(|(name, k)| {
             let s = dq::exec::raced_store(&plan, *k).map(|s| s.name());
@@ -238,7 +250,13 @@ fn cpu_model() -> String {
 fn print_machine(m: &Value) {
     let s = |k: &str| m[k].as_str().unwrap_or("?").to_string();
     println!("cpu: {}", s("cpu"));
-    println!("buffers: {} pages", s("pages"));
+    println!(
+        "buffers: {} pages; dst {} bytes past a 64-byte line",
+        s("pages"),
+        m["dst_line_offset"]
+            .as_u64()
+            .map_or("?".into(), |o| o.to_string())
+    );
     let how = match m["large_store_ns_per_4mib"].as_object() {
         Some(ns) => {
             let t: Vec<String> = (ns.iter())
