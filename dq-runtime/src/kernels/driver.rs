@@ -446,6 +446,11 @@ impl Shape {
 /// Bytes of the tile a streamed run is computed in (stays in L1).
 const TILE: usize = 4096;
 
+/// A streamed run's tile: [`TILE`] bytes after up to a line of skew (see
+/// [`row`]).
+#[repr(C, align(64))]
+struct Tile([u8; TILE + 64]);
+
 /// One innermost run of shape `SHAPE`. With `streaming` (a large output), a
 /// contiguous run is computed a tile at a time in L1 and each tile streamed to
 /// dst with non-temporal stores; tiles end at 64-byte aligned dst addresses, so
@@ -461,12 +466,18 @@ unsafe fn row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8>(
     r: Row,
     streaming: bool,
 ) {
-    #[repr(C, align(64))]
-    struct Tile([u8; TILE]);
     let tiled = streaming && SHAPE != Shape::Strided as u8;
     let mut tile = core::mem::MaybeUninit::<Tile>::uninit();
-    let buf = tile.as_mut_ptr().cast::<u8>();
     let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
+    // Groups whole lines long start at one offset within a line of dst: the
+    // tile is written from that offset's complement, so every group's vectors
+    // are stored on whole lines of it (the copy then reads across lines).
+    let skew = if SHAPE == Shape::Group as u8 && (inner.group * D::SIZE).is_multiple_of(64) {
+        (64 - row as usize % 64) % 64
+    } else {
+        0
+    };
+    let buf = tile.as_mut_ptr().cast::<u8>().wrapping_add(skew);
     let mut i = r.i0;
     loop {
         let (end, out) = if tiled {
