@@ -1056,6 +1056,35 @@ fn bench_base_pages_is_said() {
 }
 
 #[test]
+fn bench_dst_offset_places_dst_and_says_where() {
+    let quick = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--shape",
+            "64x128",
+            "--reps",
+            "1",
+            "--min-time",
+            "0",
+        ];
+        args.extend(extra);
+        dq(&args)
+    };
+    for off in ["0", "16", "63"] {
+        let o = quick(&["--dst-offset", off]);
+        assert_ok(&o);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let said = format!("dst {off} bytes past a 64-byte line");
+        assert!(out.contains(&said), "{out}");
+        let o = quick(&["--dst-offset", off, "--json"]);
+        let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["machine"]["dst_line_offset"], off.parse::<u64>().unwrap());
+    }
+    let o = quick(&["--dst-offset", "64"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}
+
+#[test]
 fn bench_limits_backends_and_rejects_unavailable_ones() {
     let o = dq(&[
         "bench",
