@@ -1030,21 +1030,16 @@ fn bench_json_has_every_field() {
     assert_eq!(j["machine"]["pages"], "huge (MADV_HUGEPAGE)");
 }
 
+/// `dq bench` of the default case at `shape`, one quick round, plus `extra`.
+fn quick_bench(shape: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["bench", "--shape", shape, "--reps", "1", "--min-time", "0"];
+    args.extend(extra);
+    dq(&args)
+}
+
 #[test]
 fn bench_base_pages_is_said() {
-    let quick = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "--shape",
-            "8x128",
-            "--reps",
-            "1",
-            "--min-time",
-            "0",
-        ];
-        args.extend(extra);
-        dq(&args)
-    };
+    let quick = |extra: &[&str]| quick_bench("8x128", extra);
     let o = quick(&[]);
     assert_ok(&o);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -1057,19 +1052,7 @@ fn bench_base_pages_is_said() {
 
 #[test]
 fn bench_dst_offset_places_dst_and_says_where() {
-    let quick = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "--shape",
-            "64x128",
-            "--reps",
-            "1",
-            "--min-time",
-            "0",
-        ];
-        args.extend(extra);
-        dq(&args)
-    };
+    let quick = |extra: &[&str]| quick_bench("64x128", extra);
     for off in ["0", "16", "63"] {
         let o = quick(&["--dst-offset", off]);
         assert_ok(&o);
