@@ -754,7 +754,9 @@ fn split_seg<S: IntType>(
 /// Fewest vectors a segment must span for [`split_seg`] to spend one more on
 /// aligning the rest: on AMD EPYC Zen 4, segments of 2 vectors (s8 -> f32 groups
 /// of 32) took 4.4-4.6 ms unaligned and 5.1-5.7 ms aligned; of 8 (groups of 128)
-/// and of 256 (rows of 4096) aligning won.
+/// and of 256 (rows of 4096) aligning won (3.29 -> 3.09 and 4.73 -> 2.83 ms).
+/// Groups whole lines long now start on lines of the tile anyway ([`row`]'s
+/// skew); this serves the others: rows of 4097 f32, 2.94 -> 2.78 ms.
 const ALIGN_MIN_STEPS: usize = 8;
 
 /// Elements from `dof` of `out` to its next 64-byte line (0 when on one, or when
@@ -1001,11 +1003,9 @@ unsafe fn seg<V, S, D, F, P>(
                 |k, y| D::store_vec2::<V>(v, dst, dof + k, y, F::QUIET),
             );
         }
-        // Into a streamed run's tile (not dst itself), vectors are stored at
-        // 64-byte lines after an overlapping first one: on AMD EPYC Zen 4 a tile
-        // written across lines made s8 -> f32 per channel 4096x4096 (a group's
-        // segment starting mid-tile when dst rows are not 64-byte aligned) take
-        // 3.2-3.4 ms against 2.7-2.9 ms.
+        // Into a streamed run's tile (not dst itself), a long segment starting
+        // mid-line stores its vectors on whole lines after an overlapping first
+        // one (vector stores across lines are slow; see `ALIGN_MIN_STEPS`).
         let align = if dst != c.dst {
             line_head::<D>(dst, dof)
         } else {
