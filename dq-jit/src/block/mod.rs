@@ -143,6 +143,7 @@ pub fn kernel(name: &str) -> Result<&'static BlockJit, JitError> {
         gk.block_bytes,
         gk.block_elems,
         gk.decl,
+        host_f16(),
     )?));
     COMPILED.fetch_add(1, Ordering::Relaxed);
     map.insert(gk.name, k);
@@ -159,7 +160,7 @@ pub fn clif(name: &str) -> Result<String, JitError> {
         reason: "not a declared GGUF block type",
     })?;
     let isa = host_isa()?;
-    Ok(build(gk.name, gk.block_bytes, gk.decl, &isa)?
+    Ok(build(gk.name, gk.block_bytes, gk.decl, &isa, host_f16())?
         .display()
         .to_string())
 }
@@ -177,12 +178,13 @@ fn signature(isa: &OwnedTargetIsa) -> Signature {
 }
 
 /// The IR of one type: a declared one through [`lower`], a plain float through
-/// [`plain`].
+/// [`plain`], F16 widened by the host's F16C where `host_f16` ([`host_f16`]).
 fn build(
     name: &'static str,
     block_bytes: usize,
     decl: Option<&'static BlockDecl>,
     isa: &OwnedTargetIsa,
+    host_f16: bool,
 ) -> Result<Function, JitError> {
     if isa.pointer_type() != types::I64 {
         return Err(JitError::Not64Bit);
@@ -198,7 +200,7 @@ fn build(
             .any(|f| f.name == "has_ssse3" && f.as_bool() == Some(true));
     match decl {
         Some(d) => lower::declared(d, sig, cfg, pshufb),
-        None => plain::plain(name, block_bytes, sig, cfg, pshufb),
+        None => plain::plain(name, block_bytes, sig, cfg, pshufb, host_f16),
     }
 }
 
@@ -209,16 +211,23 @@ fn codegen(stage: Stage, e: impl core::fmt::Display) -> JitError {
     }
 }
 
+/// True when F16 tensors are widened by the host's F16C
+/// ([`host_f16::widen`](crate::host_f16::widen)): an x86-64 CPU with AVX2 and F16C.
+fn host_f16() -> bool {
+    cfg!(target_arch = "x86_64") && dq_runtime::arch::f16_convert()
+}
+
 /// Builds, verifies (debug builds), compiles and finalizes one type.
 fn compile(
     name: &'static str,
     block_bytes: usize,
     block_elems: usize,
     decl: Option<&'static BlockDecl>,
+    host_f16: bool,
 ) -> Result<BlockJit, JitError> {
     let t0 = Instant::now();
     let isa = host_isa()?;
-    let func = build(name, block_bytes, decl, &isa)?;
+    let func = build(name, block_bytes, decl, &isa, host_f16)?;
     if cfg!(debug_assertions) {
         verify_function(&func, &*isa).map_err(|e| JitError::Verifier {
             message: e.to_string(),
@@ -262,16 +271,29 @@ fn compile(
 mod tests {
     use super::*;
 
-    /// Every f16 bit pattern, widened by the JIT's F16 kernel, against the
-    /// runtime's integer widening (gguf-py's bits).
+    /// Every f16 bit pattern, widened by the JIT's F16 kernel in integer code and
+    /// through the host's F16C, against the runtime's integer widening (gguf-py's
+    /// bits: signalling NaNs stay signalling).
     #[test]
     fn f16_widening_is_exact_for_every_pattern() {
         let src: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
-        let mut out = vec![0f32; 1 << 16];
-        kernel("F16").unwrap().run(&src, &mut out).unwrap();
-        for (h, y) in (0..=u16::MAX).zip(&out) {
-            let want = dq_runtime::block::f16_to_f32(h).to_bits();
-            assert_eq!(y.to_bits(), want, "f16 {h:#06x}");
+        let paths = if host_f16() {
+            vec![false, true]
+        } else {
+            let why = "this CPU lacks AVX2/F16C: the host widening is not tested";
+            assert!(std::env::var_os("DQ_REQUIRE_ALL_PATHS").is_none(), "{why}");
+            eprintln!("NOT ON THIS CPU: {why}");
+            vec![false]
+        };
+        for host in paths {
+            let k = compile("F16", 2, 1, None, host).unwrap();
+            let mut out = vec![0f32; 1 << 16];
+            k.run(&src, &mut out).unwrap();
+            for (h, y) in (0..=u16::MAX).zip(&out) {
+                let want = dq_runtime::block::f16_to_f32(h).to_bits();
+                assert_eq!(y.to_bits(), want, "f16 {h:#06x}, host widening {host}");
+            }
+            eprintln!("PATH RAN: JIT F16 tensor widening, host F16C {host}");
         }
     }
 }

@@ -1,5 +1,6 @@
 //! F32, F16 and BF16 tensors (one element a "block"): 16 elements a step in four
-//! F32X4, then one at a time for the tail.
+//! F32X4 (F16 where the host has F16C: one call of [`host_f16::widen`]), then
+//! one at a time for the tail.
 //!
 //! ```text
 //! fn(src, n, out)
@@ -17,6 +18,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use super::lower::Emit;
 use super::{lanes, mem};
 use crate::error::JitError;
+use crate::host_f16;
 
 /// The plain float types.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,7 @@ pub(super) fn plain(
     sig: Signature,
     cfg: TargetFrontendConfig,
     pshufb: bool,
+    host_f16: bool,
 ) -> Result<Function, JitError> {
     let t = match name {
         "F32" => Plain::F32,
@@ -73,9 +76,13 @@ pub(super) fn plain(
         .brif(more, vbody, &[], thead, &[s.into(), o.into(), r.into()]);
     e.b.switch_to_block(vbody);
     // In bounds: elements `0..16` at `s` and `o` are among the `r >= 16` left.
-    for j in 0..4 {
-        let y = e.four(t, s, (4 * j * size) as i32);
-        e.b.ins().store(mem(), y, o, 16 * j as i32);
+    if t == Plain::F16 && host_f16 {
+        host_f16::widen(&mut e.b, s, o);
+    } else {
+        for j in 0..4 {
+            let y = e.four(t, s, (4 * j * size) as i32);
+            e.b.ins().store(mem(), y, o, 16 * j as i32);
+        }
     }
     let s1 = e.b.ins().iadd_imm_s(s, 16 * size);
     let o1 = e.b.ins().iadd_imm_s(o, 64);
