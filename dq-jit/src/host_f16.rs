@@ -3,7 +3,7 @@
 //! instructions a vector. Kernels and linear functions round their 16-entry
 //! tables (and 256-entry byte tables, 16 at a time) this way where the host has
 //! F16C ([`dq_runtime::arch::f16_convert`]); GGUF's F16 tensors are widened this
-//! way, 16 elements a call ([`widen`]).
+//! way, 32 elements a call ([`widen`]).
 
 use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value, types};
 use cranelift_codegen::isa::CallConv;
@@ -30,17 +30,21 @@ pub(crate) fn round(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) -> 
     [0, 16].map(|at| b.ins().load(types::I16X8, mem(), out, at))
 }
 
-/// Emits a call that widens the 16 f16 at `src` to the 16 f32 at `out`, exactly,
+/// Elements a call of [`widen`] converts.
+pub(crate) const WIDEN: i64 = 32;
+
+/// Emits a call that widens the 32 f16 at `src` to the 32 f32 at `out`, exactly,
 /// a signalling NaN staying signalling (gguf-py's bits, those of
 /// [`dq_runtime::block::f16_to_f32`]; F16C alone would quiet it). The emitting
-/// code guarantees `src` readable for 32 bytes, `out` writable for 64 and that
+/// code guarantees `src` readable for 64 bytes, `out` writable for 128 and that
 /// the host has AVX2 and F16C.
 ///
-/// Measured on AMD EPYC Zen 4, one thread, F16 -> f32 (GB/s of input + output):
-/// the integer widening in four F32X4 lanes (about 15 instructions a vector) ran
-/// 18.6-20.4 in cache (2048 elements, `cargo run --release -p dq-jit --example
-/// block_speed -- 2048 100000`) and 19.9-20.3 on 16M, this call 31.4 and 24.4-26.0
-/// (the generated backend 45 and 25-27).
+/// Measured on AMD EPYC Zen 4, one thread, F16 -> f32 (GB/s of input + output;
+/// `cargo run --release -p dq-jit --example block_speed -- ELEMENTS REPS`): the
+/// integer widening in four F32X4 lanes (about 15 instructions a vector) ran
+/// 18.6-20.4 in cache (2048 elements) and 19.9-20.3 on 16M elements; this call,
+/// 16 elements at a time, 31.4 and 24.4-26.0; 32 at a time, 53.4 and 28.1-30.4
+/// (the generated backend: 45 and 28-31).
 pub(crate) fn widen(b: &mut FunctionBuilder<'_>, src: Value, out: Value) {
     let mut sig = Signature::new(CallConv::PreserveAll);
     sig.params = vec![AbiParam::new(types::I64); 2];
@@ -50,15 +54,15 @@ pub(crate) fn widen(b: &mut FunctionBuilder<'_>, src: Value, out: Value) {
     b.ins().call_indirect(sig, callee, &[src, out]);
 }
 
-/// Widens the 16 f16 at `rdi` to the 16 f32 at `rsi` with F16C, then clears the
+/// Widens the 32 f16 at `rdi` to the 32 f32 at `rsi` with F16C, then clears the
 /// quiet bit F16C set in the lanes whose input was a signalling NaN (a NaN result
 /// whose input had bit 9 clear).
 ///
 /// Called under `preserve_all` (see [`f16_of_16`]): the four registers it works
 /// in are saved and restored, their upper halves cleared.
 ///
-/// Only called by JIT code, with `rdi` valid for reading 32 bytes and `rsi` for
-/// writing 64, on a CPU with AVX2 and F16C.
+/// Only called by JIT code, with `rdi` valid for reading 64 bytes and `rsi` for
+/// writing 128, on a CPU with AVX2 and F16C.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn f32_of_16() {
@@ -88,6 +92,22 @@ unsafe extern "C" fn f32_of_16() {
         "vpand ymm1, ymm1, ymm3",
         "vpxor ymm0, ymm0, ymm1",
         "vmovups [rsi + 32], ymm0",
+        "vcvtph2ps ymm0, [rdi + 32]",
+        "vpmovzxwd ymm1, [rdi + 32]",
+        "vpslld ymm1, ymm1, 13",
+        "vpandn ymm1, ymm1, ymm2",
+        "vcmpunordps ymm3, ymm0, ymm0",
+        "vpand ymm1, ymm1, ymm3",
+        "vpxor ymm0, ymm0, ymm1",
+        "vmovups [rsi + 64], ymm0",
+        "vcvtph2ps ymm0, [rdi + 48]",
+        "vpmovzxwd ymm1, [rdi + 48]",
+        "vpslld ymm1, ymm1, 13",
+        "vpandn ymm1, ymm1, ymm2",
+        "vcmpunordps ymm3, ymm0, ymm0",
+        "vpand ymm1, ymm1, ymm3",
+        "vpxor ymm0, ymm0, ymm1",
+        "vmovups [rsi + 96], ymm0",
         "vmovdqu xmm0, [rsp]",
         "vmovdqu xmm1, [rsp + 16]",
         "vmovdqu xmm2, [rsp + 32]",

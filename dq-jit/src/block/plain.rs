@@ -1,11 +1,11 @@
 //! F32, F16 and BF16 tensors (one element a "block"): 16 elements a step in four
-//! F32X4 (F16 where the host has F16C: one call of [`host_f16::widen`]), then
-//! one at a time for the tail.
+//! F32X4 (F16 where the host has F16C: 32 a step, one call of
+//! [`host_f16::widen`]), then one at a time for the tail.
 //!
 //! ```text
 //! fn(src, n, out)
-//!   vhead(s, o, r): r >= 16 ? vbody : thead(s, o, r)
-//!   vbody:          16 elements; vhead(s + 16 * size, o + 64, r - 16)
+//!   vhead(s, o, r): r >= step ? vbody : thead(s, o, r)
+//!   vbody:          step elements; vhead(s + step * size, o + 4 * step, r - step)
 //!   thead(s, o, r): r == 0 ? exit : tbody
 //!   tbody:          one element; thead(s + size, o + 4, r - 1)
 //! ```
@@ -61,6 +61,9 @@ pub(super) fn plain(
         let r = e.b.append_block_param(blk, types::I64);
         (blk, s, o, r)
     };
+    // Elements a step: 16 in F32X4 lanes, 32 a call of the host widening.
+    let host = t == Plain::F16 && host_f16;
+    let step: i64 = if host { host_f16::WIDEN } else { 16 };
     let (vhead, s, o, r) = block(&mut e);
     let vbody = e.b.create_block();
     let (thead, ts, to, tr) = block(&mut e);
@@ -71,12 +74,12 @@ pub(super) fn plain(
     e.b.switch_to_block(vhead);
     let more =
         e.b.ins()
-            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, r, 16);
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, r, step);
     e.b.ins()
         .brif(more, vbody, &[], thead, &[s.into(), o.into(), r.into()]);
     e.b.switch_to_block(vbody);
-    // In bounds: elements `0..16` at `s` and `o` are among the `r >= 16` left.
-    if t == Plain::F16 && host_f16 {
+    // In bounds: elements `0..step` at `s` and `o` are among the `r >= step` left.
+    if host {
         host_f16::widen(&mut e.b, s, o);
     } else {
         for j in 0..4 {
@@ -84,9 +87,9 @@ pub(super) fn plain(
             e.b.ins().store(mem(), y, o, 16 * j as i32);
         }
     }
-    let s1 = e.b.ins().iadd_imm_s(s, 16 * size);
-    let o1 = e.b.ins().iadd_imm_s(o, 64);
-    let r1 = e.b.ins().iadd_imm_s(r, -16);
+    let s1 = e.b.ins().iadd_imm_s(s, step * size);
+    let o1 = e.b.ins().iadd_imm_s(o, 4 * step);
+    let r1 = e.b.ins().iadd_imm_s(r, -step);
     e.b.ins().jump(vhead, &[s1.into(), o1.into(), r1.into()]);
 
     e.b.switch_to_block(thead);
