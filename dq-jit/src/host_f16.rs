@@ -49,9 +49,30 @@ pub(crate) fn widen(b: &mut FunctionBuilder<'_>, src: Value, out: Value) {
     let mut sig = Signature::new(CallConv::PreserveAll);
     sig.params = vec![AbiParam::new(types::I64); 2];
     let sig = b.import_signature(sig);
-    let f: unsafe extern "C" fn() = f32_of_16;
+    let f: unsafe extern "C" fn() = f32_of_32;
     let callee = b.ins().iconst(types::I64, f as usize as i64);
     b.ins().call_indirect(sig, callee, &[src, out]);
+}
+
+/// Asm widening the 8 f16 at `rdi + SRC` to the 8 f32 at `rsi + DST`, with
+/// `ymm2` holding f32's quiet bit in every lane; uses `ymm0`, `ymm1` and `ymm3`.
+#[cfg(target_arch = "x86_64")]
+#[rustfmt::skip]
+macro_rules! widen8 {
+    ($src:literal, $dst:literal) => {
+        concat!(
+            "vcvtph2ps ymm0, [rdi + ", $src, "]\n",
+            "vpmovzxwd ymm1, [rdi + ", $src, "]\n",
+            // The input's quiet bit (f16 bit 9) at f32's (bit 22); where that is
+            // clear in a NaN lane, F16C's quiet bit is cleared again.
+            "vpslld ymm1, ymm1, 13\n",
+            "vpandn ymm1, ymm1, ymm2\n",
+            "vcmpunordps ymm3, ymm0, ymm0\n",
+            "vpand ymm1, ymm1, ymm3\n",
+            "vpxor ymm0, ymm0, ymm1\n",
+            "vmovups [rsi + ", $dst, "], ymm0",
+        )
+    };
 }
 
 /// Widens the 32 f16 at `rdi` to the 32 f32 at `rsi` with F16C, then clears the
@@ -65,7 +86,7 @@ pub(crate) fn widen(b: &mut FunctionBuilder<'_>, src: Value, out: Value) {
 /// writing 128, on a CPU with AVX2 and F16C.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-unsafe extern "C" fn f32_of_16() {
+unsafe extern "C" fn f32_of_32() {
     core::arch::naked_asm!(
         "sub rsp, 64",
         "vmovdqu [rsp], xmm0",
@@ -76,38 +97,10 @@ unsafe extern "C" fn f32_of_16() {
         "vpcmpeqd ymm2, ymm2, ymm2",
         "vpsrld ymm2, ymm2, 31",
         "vpslld ymm2, ymm2, 22",
-        "vcvtph2ps ymm0, [rdi]",
-        "vpmovzxwd ymm1, [rdi]",
-        "vpslld ymm1, ymm1, 13",
-        "vpandn ymm1, ymm1, ymm2",
-        "vcmpunordps ymm3, ymm0, ymm0",
-        "vpand ymm1, ymm1, ymm3",
-        "vpxor ymm0, ymm0, ymm1",
-        "vmovups [rsi], ymm0",
-        "vcvtph2ps ymm0, [rdi + 16]",
-        "vpmovzxwd ymm1, [rdi + 16]",
-        "vpslld ymm1, ymm1, 13",
-        "vpandn ymm1, ymm1, ymm2",
-        "vcmpunordps ymm3, ymm0, ymm0",
-        "vpand ymm1, ymm1, ymm3",
-        "vpxor ymm0, ymm0, ymm1",
-        "vmovups [rsi + 32], ymm0",
-        "vcvtph2ps ymm0, [rdi + 32]",
-        "vpmovzxwd ymm1, [rdi + 32]",
-        "vpslld ymm1, ymm1, 13",
-        "vpandn ymm1, ymm1, ymm2",
-        "vcmpunordps ymm3, ymm0, ymm0",
-        "vpand ymm1, ymm1, ymm3",
-        "vpxor ymm0, ymm0, ymm1",
-        "vmovups [rsi + 64], ymm0",
-        "vcvtph2ps ymm0, [rdi + 48]",
-        "vpmovzxwd ymm1, [rdi + 48]",
-        "vpslld ymm1, ymm1, 13",
-        "vpandn ymm1, ymm1, ymm2",
-        "vcmpunordps ymm3, ymm0, ymm0",
-        "vpand ymm1, ymm1, ymm3",
-        "vpxor ymm0, ymm0, ymm1",
-        "vmovups [rsi + 96], ymm0",
+        widen8!("0", "0"),
+        widen8!("16", "32"),
+        widen8!("32", "64"),
+        widen8!("48", "96"),
         "vmovdqu xmm0, [rsp]",
         "vmovdqu xmm1, [rsp + 16]",
         "vmovdqu xmm2, [rsp + 32]",
@@ -117,10 +110,10 @@ unsafe extern "C" fn f32_of_16() {
     )
 }
 
-/// [`f32_of_16`] off x86-64, where no kernel widens through the host (emitters
+/// [`f32_of_32`] off x86-64, where no kernel widens through the host (emitters
 /// call [`widen`] only where the host has F16C).
 #[cfg(not(target_arch = "x86_64"))]
-unsafe extern "C" fn f32_of_16() {
+unsafe extern "C" fn f32_of_32() {
     unreachable!("host f16 widening is x86-64 only")
 }
 
