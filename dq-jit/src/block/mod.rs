@@ -18,10 +18,10 @@
 //! ```
 //!
 //! Bits: those of the generated block driver and gguf-py: f32 operations unfused in
-//! the formula's order, f16 parameters widened by integer code and F16 tensors by
-//! the host's F16C (where it has AVX2 and F16C) with signalling NaNs restored (NaN
-//! payloads kept either way), and where both operands of an addition or product may be NaN, the first one
-//! (quieted) is the result, as x86-64 returns it.
+//! the formula's order; f16 parameters widened by integer code, F16 tensors by the
+//! host's F16C (where it has AVX2 and F16C) with signalling NaNs restored, NaN
+//! payloads kept either way; and where both operands of an addition or product may
+//! be NaN, the first one (quieted) is the result, as x86-64 returns it.
 
 mod fields;
 mod float;
