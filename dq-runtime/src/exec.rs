@@ -342,11 +342,15 @@ impl<'a> Job<'a> {
             2.. if !forced => pool(threads).map_or(f64::INFINITY, |(_, wake)| wake),
             _ => f64::INFINITY,
         };
-        if !forced && !ALWAYS_PROBE.get() {
+        let out_bytes = self.plan.lowering().output_bytes();
+        if !forced && !ALWAYS_PROBE.get() && !policy::is_large_output(out_bytes) {
             // Work that cannot pay for a wake-up even at the fastest speed any
             // kernel writes its output: one call, no probe (two calls instead of
-            // one cost small plans up to 40%).
-            let bytes = self.plan.lowering().output_bytes() as f64;
+            // one cost small plans up to 40%). Not for an output whose lines come
+            // from memory, which no kernel writes at that speed: on a 2-vCPU AMD
+            // EPYC (Zen 4) VM, whose pool took 43 us to wake, u4 -> f16 4096x4096
+            // (32 MiB, 1.6 ms on one thread) fell under this floor and never split.
+            let bytes = out_bytes as f64;
             let floor = policy::FASTEST_NS_PER_BYTE * bytes / n.max(1) as f64;
             if policy::threads_for(n, floor, wake, threads) < 2 {
                 return policy::with_call_store(store, || {

@@ -120,6 +120,12 @@ pub fn store_for(bytes: usize) -> StoreStrategy {
     }
 }
 
+/// True when an output of `bytes` is large (its lines come from memory): more than
+/// half the last-level cache, or the [`set_large_output`] hook's threshold.
+pub fn is_large_output(bytes: usize) -> bool {
+    bytes > large_output()
+}
+
 /// Outputs of more bytes than this are large: half the last-level cache, or the
 /// [`set_large_output`] hook.
 fn large_output() -> usize {
