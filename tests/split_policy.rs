@@ -7,8 +7,9 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use dq::case::Case;
 use dq::exec::{Job, Kernel};
-use dq::{Backend, DynamicDequantize, Plan, Reference, Result, Tensor, TensorMut, policy};
+use dq::{Backend, DType, DynamicDequantize, Plan, Reference, Result, TensorDesc, policy};
 
 /// The reference, counting its calls.
 #[derive(Default)]
@@ -28,29 +29,33 @@ impl Kernel for Counted {
     }
 }
 
-/// Kernel calls of one `run_parallel` of `n` s8 -> f32 elements on 2 threads,
-/// after checking its output.
+/// Kernel calls of one `run_parallel` of `n` s8 -> f32 elements (per tensor) on 2
+/// threads, after checking its output against a run on one thread.
 fn calls(n: usize) -> usize {
-    let q: Vec<i8> = (0..n).map(|i| i as i8).collect();
-    let src = Tensor::from_slice(&q, &[n]);
-    let scales = Tensor::from_slice(&[0.5f32], &[1]);
-    let mut out = vec![-1.0f32; n];
-    let mut dst = TensorMut::from_slice(&mut out, &[n]);
-    let op = DynamicDequantize::per_tensor().into();
-    let plan = Plan::new(&op, &src.desc, Some(&scales.desc), None, &dst.desc).unwrap();
+    let case = Case::generate(
+        DynamicDequantize::per_tensor().into(),
+        TensorDesc::new(DType::S8, &[n]),
+        Some(TensorDesc::new(DType::F32, &[1])),
+        None,
+        TensorDesc::new(DType::F32, &[n]),
+        n as u64,
+    )
+    .unwrap();
     let k = Counted::default();
-    plan.bind(&src, Some(&scales), None, &mut dst)
-        .unwrap()
-        .run_parallel(&k, 2)
-        .unwrap();
-    assert_eq!(out[n - 1], ((n - 1) as i8) as f32 * 0.5);
-    k.0.load(Ordering::Relaxed)
+    let got = case.run_parallel(&k, 2).unwrap();
+    let calls = k.0.load(Ordering::Relaxed);
+    assert!(
+        got == case.run(&Reference::default()).unwrap(),
+        "{n} elements"
+    );
+    calls
 }
 
 #[test]
 fn a_large_output_is_probed_however_small_the_floor_says_its_work_is() {
-    // 64K f32 outputs take at least 256 KiB / 256 GB/s = 1 us: no split pays.
-    let n = 1 << 16;
+    // 4 * PROBE f32 outputs take at least 256 KiB / 256 GB/s = 1 us, far below any
+    // pool's wake-up (tens of microseconds): no split pays.
+    let n = 4 * dq::exec::PROBE;
     assert_eq!(calls(n), 1, "a small output: one call, no probe");
     policy::set_large_output(Some(0));
     assert!(calls(n) >= 2, "a large output: the probe, then the rest");

@@ -758,35 +758,6 @@ mod tests {
         always_probe(false);
     }
 
-    /// The reference, counting its calls.
-    #[derive(Default)]
-    struct Counted(std::sync::atomic::AtomicUsize, Reference);
-
-    impl Kernel for Counted {
-        fn backend(&self) -> Backend {
-            self.1.backend()
-        }
-        fn supports(&self, plan: &Plan) -> Result<()> {
-            self.1.supports(plan)
-        }
-        unsafe fn run(&self, job: &Job<'_>, range: Range<usize>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-            // SAFETY: as the caller promised.
-            unsafe { self.1.run(job, range) }
-        }
-    }
-
-    #[test]
-    fn work_too_small_to_split_is_one_call() {
-        // 4 * PROBE f32 outputs take at least 64K / 256 = 256 ns, far below any
-        // pool's wake-up (tens of microseconds).
-        let k = Counted::default();
-        let n = 4 * PROBE;
-        let (_, out) = with_job(n, |job| job.run_parallel(&k, 2).unwrap());
-        assert_eq!(k.0.load(Ordering::Relaxed), 1, "one call, no probe");
-        assert_eq!(out[n - 1], ((n - 1) as i8) as f32 * 0.5);
-    }
-
     #[test]
     fn split_covers_everything_once() {
         for n in [0, 1, 63, 64, 65, MIN_CHUNK * 9 + 17] {
