@@ -113,7 +113,7 @@ pub fn set_large_store(s: StoreStrategy) {
 /// Inside [`with_call_store`] (a call of a plan racing its strategies, see
 /// [`race_store`]) a large output takes that call's strategy instead.
 pub fn store_for(bytes: usize) -> StoreStrategy {
-    if bytes > large_output() {
+    if is_large_output(bytes) {
         per_plan::call_store().unwrap_or_else(large_store)
     } else {
         StoreStrategy::Plain
@@ -146,7 +146,7 @@ fn large_output() -> usize {
 /// on the machine: on AMD EPYC (Zen 3) s8 -> f32 is fastest streamed, u4 -> f16
 /// with prefetching.
 pub fn race_store(bytes: usize, key: impl FnOnce() -> u64) -> Option<(StoreStrategy, bool)> {
-    if bytes <= large_output() || !matches!(large_store_choice().1, StoreSource::Measured { .. }) {
+    if !is_large_output(bytes) || !matches!(large_store_choice().1, StoreSource::Measured { .. }) {
         return None;
     }
     Some(per_plan::next(key()))
