@@ -153,7 +153,14 @@ fn scale_bytes(rng: &mut Rng, dtype: ScaleType, count: usize) -> Vec<u8> {
         match dtype {
             ScaleType::F32 => {
                 let bits: u32 = match special {
-                    0 => rng.pick(&[0, 0x7f80_0000, 0x7fc0_0001, 0x7f80_0001, 0x7f7f_ffff]),
+                    0 => rng.pick(&[
+                        0,
+                        0x7f80_0000,
+                        0x7fc0_0001,
+                        0x7f80_0001,
+                        0x7f7f_ffff,
+                        0x7fff_ffff,
+                    ]),
                     1 => rng.below(0x80_0000) as u32,
                     _ => rng.below(1 << 30) as u32 + 0x3000_0000,
                 } | sign << 31;

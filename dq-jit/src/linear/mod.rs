@@ -12,9 +12,10 @@
 //! group's zero point and scale from the packed views; 4-bit fields into f16/bf16
 //! outputs go through the group's 16 exact outputs (computed by the formula in
 //! F32X4 lanes), looked up 16 at a time with a byte shuffle (`x86_pshufb`): words
-//! along K 4 at a time per row (32 inputs), words along N (AWQ) a word column of 8
-//! rows at a time (each word loaded once, its 8 fields split by byte shuffles, 8
-//! tables in a stack slot). Other widths, f32 outputs and per-input group indices
+//! along K 4 at a time per row (32 inputs), four rows at a time where their words
+//! lie side by side (GPTQ: one 16-byte load per word row and a 4x4 transpose);
+//! words along N (AWQ) a word column of 8 rows at a time (each word loaded once,
+//! its 8 fields split by byte shuffles, 8 tables in a stack slot). Other widths, f32 outputs and per-input group indices
 //! take the formula `f32(q - z) * s` in F32X4 lanes (or one input at a time),
 //! rounded to f16/bf16 by integer round-to-nearest-even: the bits of
 //! [`Linear::value`] and the generated driver, NaN, infinite and subnormal scales

@@ -84,7 +84,7 @@ impl Emit<'_, '_> {
             let n = self.b.ins().iadd_imm_s(nb, j as i64);
             let z = self.zeff(n, g);
             let s = self.scale(n, g);
-            self.table_at(z, s, 64 * j as i32, true);
+            self.table(z, s, 64 * j as i32);
         }
         // 16 inputs a step.
         let (vhead, vbody, tail) = (
@@ -153,13 +153,9 @@ impl Emit<'_, '_> {
         for (j, &f) in order.iter().enumerate() {
             let sh = self.i32c(4 * i64::from(f));
             let c = self.field(word, sh, 4);
-            let c = self.b.ins().uextend(types::I64, c);
-            let c = self.b.ins().ishl_imm_s(c, 1);
-            let ta = self.b.ins().iadd(self.slot, c);
-            let y = self.b.ins().load(types::I16, mem(), ta, 64 * j as i32 + 32);
             let ro = self.i64c((j * row_bytes) as i64);
             let ra = self.b.ins().iadd(oa, ro);
-            self.b.ins().store(mem(), y, ra, 0);
+            self.lookup1(c, 64 * j as i32, ra, 0);
         }
         let kn = self.b.ins().iadd_imm_s(kv, 1);
         self.b.def_var(k, kn);

@@ -5,6 +5,8 @@
 //! fn(args: *const Args)
 //!   columns (4-bit along N -> 16-bit, groups by size; `columns`): word columns of
 //!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows
+//!   quads  (4-bit along K, row stride one word -> 16-bit, groups by size; `quads`):
+//!          4 rows at once, 32 inputs a step; the last rows by rows
 //!   rows:  n in n0..n1           row bases (output row, word row or column, field shift)
 //!   runs:  stretches of one group (Groups::Size) -> zero point and scale, then
 //!          4-bit -> 16-bit outputs: the group's 16 outputs by the formula (one
@@ -27,7 +29,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use dq_runtime::linear::Packing;
 
 mod columns;
+mod quads;
 mod rows;
+mod tables;
 mod values;
 
 use super::{Args, PackShape, Shape};
@@ -84,6 +88,8 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Func
     };
     if e.by_columns() {
         e.columns(n0, n1, k0);
+    } else if e.by_quads() {
+        e.quads(n0, n1, k0);
     } else {
         e.rows(n0, n1, k0);
     }
@@ -121,8 +127,9 @@ struct Emit<'a, 'f> {
     entry: Block,
     consts: HashMap<(Type, [u8; 16]), Value>,
     p: Ptrs,
-    /// A stack slot of 8 x 64 bytes: per row of a word column, the current
-    /// group's 16 outputs as low and high byte tables (32 bytes) and as u16 (32).
+    /// A stack slot of 8 x 64 bytes: per row of a word column or quad, the current
+    /// group's 16 outputs as low and high byte tables (32 bytes), then 32 bytes
+    /// of scratch ([`table`](Self::table)).
     slot: Value,
     k1: Value,
     first: Value,

@@ -7,7 +7,6 @@ use dq_runtime::linear::Packing;
 
 use super::super::GroupMode;
 use super::{Emit, HI_BYTES, LO_BYTES, Row, lanes, mem};
-use crate::host_f16;
 
 impl Emit<'_, '_> {
     // ---- loops ------------------------------------------------------------------
@@ -108,7 +107,11 @@ impl Emit<'_, '_> {
     pub(super) fn run(&mut self, row: Row, k: Variable, end: Value, z: Value, s: Value) {
         let q = self.s.weights;
         let table = q.bits == 4 && self.s.out != DType::F32;
-        let tab = if table { Some(self.table(z, s)) } else { None };
+        let tab = if table {
+            Some(self.table(z, s, 0))
+        } else {
+            None
+        };
         let w = (32 / q.bits) as i64;
         // Vector steps: inputs per step, and the alignment a step needs.
         let (step, align) = match (q.packing, tab.is_some()) {
@@ -147,11 +150,7 @@ impl Emit<'_, '_> {
         let o = self.mul_c(kv, self.osz());
         let a = self.b.ins().iadd(row.out, o);
         if tab.is_some() {
-            let c = self.b.ins().uextend(types::I64, c);
-            let c = self.b.ins().ishl_imm_s(c, 1);
-            let ta = self.b.ins().iadd(self.slot, c);
-            let v = self.b.ins().load(types::I16, mem(), ta, 32);
-            self.b.ins().store(mem(), v, a, 0);
+            self.lookup1(c, 0, a, 0);
         } else {
             let d = self.b.ins().isub(c, z);
             let y = self.formula(d, s);
@@ -161,51 +160,6 @@ impl Emit<'_, '_> {
         self.b.def_var(k, kn);
         self.b.ins().jump(thead, &[]);
         self.b.switch_to_block(done);
-    }
-
-    /// The group's 16 outputs (fields 0..16) by the formula, stored to the slot as
-    /// u16; returns the tables of their low and high bytes (I8X16).
-    pub(super) fn table(&mut self, z: Value, s: Value) -> (Value, Value) {
-        self.table_at(z, s, 0, false)
-    }
-
-    /// [`table`](Self::table) into the slot's part `at` (bytes): the u16 outputs
-    /// at `at + 32`, and the byte tables at `at` when `bytes` (for code that loads
-    /// them back).
-    pub(super) fn table_at(&mut self, z: Value, s: Value, at: i32, bytes: bool) -> (Value, Value) {
-        let zv = self.b.ins().splat(types::I32X4, z);
-        let sv = self.b.ins().splat(types::F32X4, s);
-        let mut ys = Vec::new();
-        for i in 0..4u32 {
-            let mut bytes = [0u8; 16];
-            for (l, c) in bytes.chunks_exact_mut(4).enumerate() {
-                c.copy_from_slice(&(4 * i + l as u32).to_le_bytes());
-            }
-            let iota = self.vconst_bytes(types::I32X4, bytes);
-            let d = self.b.ins().isub(iota, zv);
-            ys.push(self.formula(d, sv));
-        }
-        let (e0, e1) = if self.s.out == DType::F16 && self.host_f16 {
-            let out = self.b.ins().iadd_imm_s(self.slot, i64::from(at + 32));
-            let [e0, e1] = host_f16::round(&mut self.b, out, [ys[0], ys[1], ys[2], ys[3]]);
-            (e0, e1)
-        } else {
-            let h: Vec<Value> = ys.iter().map(|&y| self.round_16(y)).collect();
-            let e0 = self.b.ins().unarrow(h[0], h[1]);
-            let e1 = self.b.ins().unarrow(h[2], h[3]);
-            self.b.ins().store(mem(), e0, self.slot, at + 32);
-            self.b.ins().store(mem(), e1, self.slot, at + 48);
-            (e0, e1)
-        };
-        let e0 = self.b.ins().bitcast(types::I8X16, lanes(), e0);
-        let e1 = self.b.ins().bitcast(types::I8X16, lanes(), e1);
-        let lo = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8));
-        let hi = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8 + 1));
-        if bytes {
-            self.b.ins().store(mem(), lo, self.slot, at);
-            self.b.ins().store(mem(), hi, self.slot, at + 16);
-        }
-        (lo, hi)
     }
 
     /// 16 outputs of codes `c` (I8X16, values below 16) by table, stored at `a + off`.
@@ -262,6 +216,14 @@ impl Emit<'_, '_> {
         let kw = self.b.ins().ushr_imm_s(k, 3);
         let a = self.strided(row.words, kw, q.col_stride.wrapping_mul(4));
         let x = self.gather(a, 4, q.col_stride.wrapping_mul(4))[0];
+        let o = self.mul_c(k, 2);
+        let oa = self.b.ins().iadd(row.out, o);
+        self.lut_words(x, oa, t);
+    }
+
+    /// The 32 outputs of four words of a row (I32X4 `x`, words along K) by
+    /// table, stored from byte address `oa`.
+    pub(super) fn lut_words(&mut self, x: Value, oa: Value, t: (Value, Value)) {
         let lo = self.and_c(x, 0x0f0f_0f0f);
         let hi = self.ushr(x, 4);
         let hi = self.and_c(hi, 0x0f0f_0f0f);
@@ -269,8 +231,6 @@ impl Emit<'_, '_> {
         let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
         let c0 = self.shuffle(lo, hi, LO_BYTES);
         let c1 = self.shuffle(lo, hi, HI_BYTES);
-        let o = self.mul_c(k, 2);
-        let oa = self.b.ins().iadd(row.out, o);
         self.lookup16(t, c0, oa, 0);
         self.lookup16(t, c1, oa, 32);
     }

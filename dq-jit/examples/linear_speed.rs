@@ -1,0 +1,116 @@
+//! Single-thread speed of the 4-bit linears of `benches/checkpoints.rs` (GPTQ
+//! and AWQ layouts, 4096x11008, group 128, f16 scales and packed zero points) into
+//! the bf16 `[N, K]` weight: the generated driver, the JIT, and a memcpy of the
+//! output's size (read + write bytes), in one run. GB/s = (packed + zero points +
+//! scales + output bytes) / median, the bench's metric. For quick A/Bs while
+//! working on the linear JIT; the criterion bench is the figure of record.
+//!
+//! `cargo run --release -p dq-jit --example linear_speed [REPS]`
+
+use std::time::Instant;
+
+use dq_runtime::linear::{Groups, Linear, Packed, Packing, ScaleType, Scales};
+use half::bf16;
+
+const K: usize = 4096;
+const N: usize = 11008;
+const GROUP: usize = 128;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn time(reps: usize, mut f: impl FnMut()) -> f64 {
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+fn bytes(n: usize, state: &mut u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *state as u8
+        })
+        .collect()
+}
+
+fn main() {
+    let reps: usize = std::env::args()
+        .nth(1)
+        .map_or(11, |a| a.parse().expect("REPS"));
+    let g = K / GROUP;
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let words = bytes(K * N / 2, &mut state);
+    let zeros = bytes(g * N / 2, &mut state);
+    // f16 scales in [2^-10, 2^-7).
+    let scales: Vec<u8> = bytes(g * N * 2, &mut state)
+        .chunks_exact(2)
+        .flat_map(|c| (0x1800u16 + u16::from_le_bytes([c[0], c[1]]) % 0xc00).to_le_bytes())
+        .collect();
+    let awq = Packing::Outer {
+        order: [0, 4, 1, 5, 2, 6, 3, 7],
+    };
+    let cases = [
+        ("gptq", Packing::Inner, (1, N), 1, [0, 1, 2, 3, 4, 5, 6, 7]),
+        ("awq", awq, (1, N / 8), 0, [0, 4, 1, 5, 2, 6, 3, 7]),
+    ];
+    let mut out: Vec<bf16> = vec![bf16::ZERO; N * K];
+    let mut dst = vec![0u8; N * K * 2];
+    let src = vec![1u8; N * K * 2];
+    let mem = time(reps, || dst.copy_from_slice(&src));
+    let total = (words.len() + zeros.len() + scales.len() + out.len() * 2) as f64;
+    println!(
+        "memcpy {:.2} ms, {:.1} GB/s",
+        mem * 1e3,
+        2.0 * src.len() as f64 / mem / 1e9
+    );
+    for (name, packing, (rs, cs), plus, order) in cases {
+        let weights = Packed {
+            words: &words,
+            bits: 4,
+            packing,
+            row_stride: rs,
+            col_stride: cs,
+            offset: 0,
+        };
+        let z = Packed {
+            words: &zeros,
+            bits: 4,
+            packing: Packing::Outer { order },
+            row_stride: 1,
+            col_stride: N / 8,
+            offset: plus,
+        };
+        let s = Scales {
+            bytes: &scales,
+            dtype: ScaleType::F16,
+            row_stride: 1,
+            col_stride: N,
+        };
+        let l = Linear::new(N, K, g, weights, Some(z), s, Groups::Size(GROUP)).expect("valid");
+        let generated = time(reps, || l.run(0..N, &mut out).expect("runs"));
+        let want = out.clone();
+        dq_jit::linear().run(&l, 0..N, &mut out).expect("runs");
+        assert!(out == want, "{name}: JIT differs from generated");
+        let jit = time(reps, || {
+            dq_jit::linear().run(&l, 0..N, &mut out).expect("runs")
+        });
+        println!(
+            "{name}: generated {:.2} ms ({:.2}x memcpy), jit {:.2} ms ({:.2}x memcpy)",
+            generated * 1e3,
+            total / generated / (2.0 * src.len() as f64 / mem),
+            jit * 1e3,
+            total / jit / (2.0 * src.len() as f64 / mem),
+        );
+    }
+}

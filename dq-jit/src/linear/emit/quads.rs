@@ -1,0 +1,152 @@
+//! 4-bit fields along K whose rows' words lie side by side (GPTQ: word
+//! `n + (k / 8) N`) into 16-bit outputs, four rows at a time: one 16-byte load
+//! holds a word of each of four rows, four loads and a 4x4 transpose give each
+//! row its next four words (32 inputs).
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use dq_runtime::DType;
+use dq_runtime::linear::Packing;
+
+use super::super::GroupMode;
+use super::{Emit, Row, lanes, mem};
+
+/// Rows in a block.
+const ROWS: usize = 4;
+
+/// Byte shuffle of I32 lanes `l` of two vectors (`0..4` the first, `4..8` the second).
+fn lanes32(l: [u8; 4]) -> [u8; 16] {
+    std::array::from_fn(|i| 4 * l[i / 4] + (i % 4) as u8)
+}
+
+impl Emit<'_, '_> {
+    /// True when rows go four at a time: 4-bit fields along K, a row stride of
+    /// one word, f16/bf16 out by table, groups by size.
+    pub(super) fn by_quads(&self) -> bool {
+        let q = self.s.weights;
+        q.packing == Packing::Inner
+            && q.bits == 4
+            && q.row_stride == 1
+            && self.s.out != DType::F32
+            && matches!(self.s.groups, GroupMode::Size(_))
+    }
+
+    /// Rows `n0..n1`: blocks of four by [`quad`](Self::quad), the last few row by row.
+    pub(super) fn quads(&mut self, n0: Value, n1: Value, k0: Value) {
+        let n = self.var(types::I64, n0);
+        let (head, body, rest) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let nv = self.b.use_var(n);
+        let ne = self.b.ins().iadd_imm_s(nv, ROWS as i64);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ne, n1);
+        self.b.ins().brif(fits, body, &[], rest, &[]);
+        self.b.switch_to_block(body);
+        self.quad(nv, k0);
+        self.b.def_var(n, ne);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(rest);
+        let nv = self.b.use_var(n);
+        self.rows(nv, n1, k0);
+    }
+
+    /// Rows `nb..nb + 4`, inputs `k0..k1`, a run of one group at a time: the four
+    /// rows' tables, 32 inputs a step, the rest one at a time row by row.
+    fn quad(&mut self, nb: Value, k0: Value) {
+        let GroupMode::Size(gs) = self.s.groups else {
+            unreachable!("quads have groups by size")
+        };
+        let rows: [Row; ROWS] = std::array::from_fn(|j| {
+            let n = self.b.ins().iadd_imm_s(nb, j as i64);
+            self.row_bases(n)
+        });
+        let k = self.var(types::I64, k0);
+        let (kv, head, exit) = self.while_below(k, self.k1);
+        let g = self.div_c(kv, gs);
+        let g1 = self.b.ins().iadd_imm_s(g, 1);
+        let end = self.mul_c(g1, gs);
+        let end = self.b.ins().umin(end, self.k1);
+        let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| {
+            let z = self.zeff(rows[j].n, g);
+            let s = self.scale(rows[j].n, g);
+            self.table(z, s, 64 * j as i32)
+        });
+        let (vhead, vbody, tail) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let aligned = self.b.ins().band_imm_s(kv, 7);
+        let ok = self.b.ins().icmp_imm_s(IntCC::Equal, aligned, 0);
+        self.b.ins().brif(ok, vhead, &[], tail, &[]);
+        self.b.switch_to_block(vhead);
+        let kv = self.b.use_var(k);
+        let ke = self.b.ins().iadd_imm_s(kv, 32);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+        self.b.ins().brif(fits, vbody, &[], tail, &[]);
+        self.b.switch_to_block(vbody);
+        self.quad_step(&rows, kv, &tabs);
+        self.b.def_var(k, ke);
+        self.b.ins().jump(vhead, &[]);
+        self.b.switch_to_block(tail);
+        let kt = self.b.use_var(k);
+        for (j, row) in rows.iter().enumerate() {
+            self.b.def_var(k, kt);
+            let (kv, thead, done) = self.while_below(k, end);
+            let c = self.code1(*row, kv);
+            let o = self.mul_c(kv, 2);
+            let a = self.b.ins().iadd(row.out, o);
+            self.lookup1(c, 64 * j as i32, a, 0);
+            let kn = self.b.ins().iadd_imm_s(kv, 1);
+            self.b.def_var(k, kn);
+            self.b.ins().jump(thead, &[]);
+            self.b.switch_to_block(done);
+        }
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// The 4x4 transpose of I32 lanes: lane `j` of result `i` is lane `i` of `v[j]`
+    /// (I8X16 in and out).
+    pub(super) fn transpose4(&mut self, v: [Value; 4]) -> [Value; 4] {
+        let t0 = self.shuffle(v[0], v[1], lanes32([0, 4, 1, 5]));
+        let t1 = self.shuffle(v[2], v[3], lanes32([0, 4, 1, 5]));
+        let t2 = self.shuffle(v[0], v[1], lanes32([2, 6, 3, 7]));
+        let t3 = self.shuffle(v[2], v[3], lanes32([2, 6, 3, 7]));
+        [
+            self.shuffle(t0, t1, lanes32([0, 1, 4, 5])),
+            self.shuffle(t0, t1, lanes32([2, 3, 6, 7])),
+            self.shuffle(t2, t3, lanes32([0, 1, 4, 5])),
+            self.shuffle(t2, t3, lanes32([2, 3, 6, 7])),
+        ]
+    }
+
+    /// 32 inputs from `k` (a multiple of 8) of the four rows.
+    fn quad_step(&mut self, rows: &[Row; ROWS], k: Value, tabs: &[(Value, Value); ROWS]) {
+        let step = self.s.weights.col_stride.wrapping_mul(4);
+        let kw = self.b.ins().ushr_imm_s(k, 3);
+        let a = self.strided(rows[0].words, kw, step);
+        // v[i]: word k / 8 + i of each of the four rows (16 bytes).
+        let v: [Value; 4] = std::array::from_fn(|i| {
+            let off = step.wrapping_mul(i);
+            let (addr, off) = match i32::try_from(off) {
+                Ok(off) => (a, off),
+                Err(_) => {
+                    let c = self.i64c(off as i64);
+                    (self.b.ins().iadd(a, c), 0)
+                }
+            };
+            self.b.ins().load(types::I8X16, mem(), addr, off)
+        });
+        let r = self.transpose4(v);
+        let o = self.mul_c(k, 2);
+        for j in 0..ROWS {
+            let x = self.b.ins().bitcast(types::I32X4, lanes(), r[j]);
+            let oa = self.b.ins().iadd(rows[j].out, o);
+            self.lut_words(x, oa, tabs[j]);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! A group's 16 outputs (4-bit fields into f16/bf16): computed once by the
+//! formula, kept as a table of low bytes and one of high bytes for `x86_pshufb`.
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+use dq_runtime::DType;
+
+use super::{Emit, lanes, mem};
+use crate::host_f16;
+use crate::lane_math::{Bin, LaneMath};
+
+/// Picks byte `b` of each I32 lane of two vectors into bytes 0..8, byte `b + 1`
+/// into 8..16.
+fn pick_pair(b: u8) -> [u8; 16] {
+    std::array::from_fn(|i| 4 * (i % 8) as u8 + if i < 8 { b } else { b + 1 })
+}
+
+/// The low 8 bytes of `a` then of `b` (`punpcklqdq`).
+const LO_HALVES: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
+/// The high 8 bytes of `a` then of `b` (`punpckhqdq`).
+const HI_HALVES: [u8; 16] = [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31];
+
+impl Emit<'_, '_> {
+    /// The group's 16 outputs (fields 0..16) of zero point `z` (I32) and scale `s`
+    /// (F32) by the formula: returns the tables of their low and high bytes
+    /// (I8X16), also stored to the slot at `at` and `at + 16` for
+    /// [`lookup1`](Self::lookup1). The slot's 32 bytes from `at + 32` are scratch.
+    ///
+    /// bf16 with a finite scale (every product finite or zero) rounds without
+    /// the NaN case: 4 instructions a vector instead of 8.
+    pub(super) fn table(&mut self, z: Value, s: Value, at: i32) -> (Value, Value) {
+        let zv = self.b.ins().splat(types::I32X4, z);
+        let sv = self.b.ins().splat(types::F32X4, s);
+        let ys: [Value; 4] = std::array::from_fn(|i| {
+            let mut bytes = [0u8; 16];
+            for (l, c) in bytes.chunks_exact_mut(4).enumerate() {
+                c.copy_from_slice(&(4 * i as u32 + l as u32).to_le_bytes());
+            }
+            let iota = self.vconst_bytes(types::I32X4, bytes);
+            let d = self.b.ins().isub(iota, zv);
+            self.formula(d, sv)
+        });
+        let (lo, hi) = if self.s.out == DType::BF16 {
+            self.bf16_table(s, ys)
+        } else {
+            self.f16_table(ys, at)
+        };
+        self.b.ins().store(mem(), lo, self.slot, at);
+        self.b.ins().store(mem(), hi, self.slot, at + 16);
+        (lo, hi)
+    }
+
+    /// bf16 tables of `ys`: the plain rounding when `s` is finite, else the
+    /// rounding with NaNs.
+    fn bf16_table(&mut self, s: Value, ys: [Value; 4]) -> (Value, Value) {
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let v = types::I8X16;
+        self.b.append_block_param(done, v);
+        self.b.append_block_param(done, v);
+        let a = self.b.ins().fabs(s);
+        let inf = self.b.ins().f32const(f32::INFINITY);
+        let finite = self.b.ins().fcmp(FloatCC::LessThan, a, inf);
+        self.b.ins().brif(finite, fast, &[], slow, &[]);
+        // Rounded bits `x + 0x7fff + lsb`: the bf16 is bytes 2 and 3 of each lane.
+        self.b.switch_to_block(fast);
+        let r = ys.map(|y| {
+            let x = self.b.ins().bitcast(types::I32X4, lanes(), y);
+            let h = self.shift(x, false, 16);
+            let lsb = self.bin_c(Bin::And, h, 1);
+            let r = self.bin_c(Bin::Add, x, 0x7fff);
+            let r = self.b.ins().iadd(r, lsb);
+            self.b.ins().bitcast(v, lanes(), r)
+        });
+        let a = self.shuffle(r[0], r[1], pick_pair(2));
+        let b = self.shuffle(r[2], r[3], pick_pair(2));
+        let lo = self.shuffle(a, b, LO_HALVES);
+        let hi = self.shuffle(a, b, HI_HALVES);
+        self.b.ins().jump(done, &[lo.into(), hi.into()]);
+        self.b.switch_to_block(slow);
+        let h = ys.map(|y| self.round_16(y));
+        let e0 = self.b.ins().unarrow(h[0], h[1]);
+        let e1 = self.b.ins().unarrow(h[2], h[3]);
+        let (lo, hi) = self.split_bytes(e0, e1);
+        self.b.ins().jump(done, &[lo.into(), hi.into()]);
+        self.b.switch_to_block(done);
+        let p = self.b.block_params(done);
+        (p[0], p[1])
+    }
+
+    /// f16 tables of `ys` (the host's F16C where it may, through the slot's
+    /// scratch at `at + 32`).
+    fn f16_table(&mut self, ys: [Value; 4], at: i32) -> (Value, Value) {
+        let (e0, e1) = if self.host_f16 {
+            let out = self.b.ins().iadd_imm_s(self.slot, i64::from(at + 32));
+            let [e0, e1] = host_f16::round(&mut self.b, out, ys);
+            (e0, e1)
+        } else {
+            let h = ys.map(|y| self.round_16(y));
+            let e0 = self.b.ins().unarrow(h[0], h[1]);
+            let e1 = self.b.ins().unarrow(h[2], h[3]);
+            (e0, e1)
+        };
+        self.split_bytes(e0, e1)
+    }
+
+    /// The low and high bytes of 16 u16 (two I16X8).
+    fn split_bytes(&mut self, e0: Value, e1: Value) -> (Value, Value) {
+        let e0 = self.b.ins().bitcast(types::I8X16, lanes(), e0);
+        let e1 = self.b.ins().bitcast(types::I8X16, lanes(), e1);
+        let lo = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8));
+        let hi = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8 + 1));
+        (lo, hi)
+    }
+
+    /// The output of field `c` (I32, below 16) from the tables stored at `at`,
+    /// written to `a + off`.
+    pub(super) fn lookup1(&mut self, c: Value, at: i32, a: Value, off: i32) {
+        let c = self.b.ins().uextend(types::I64, c);
+        let ta = self.b.ins().iadd(self.slot, c);
+        let lo = self.b.ins().uload8(types::I32, mem(), ta, at);
+        let hi = self.b.ins().uload8(types::I32, mem(), ta, at + 16);
+        let hi = self.b.ins().ishl_imm_s(hi, 8);
+        let y = self.b.ins().bor(lo, hi);
+        self.b.ins().istore16(mem(), y, a, off);
+    }
+}
