@@ -252,9 +252,10 @@ fn random_case(rng: &mut Rng) -> Case {
     let bits = if rng.one_in(3) { 8 } else { 4 };
     let w = 32 / bits as usize;
     let big = rng.one_in(4);
-    // Big cases cross the JIT's tiles (64 rows, or 128 for 4-bit words along N)
+    // Big cases cross the JIT's tiles (64 rows, or 128 for 4-bit words along N, 512
+    // where AWQ-like word columns are staged)
     // and its 2048-input chunks.
-    let n = 1 + rng.below(if big { 300 } else { 40 }) as usize;
+    let n = 1 + rng.below(if big { 700 } else { 40 }) as usize;
     let k = match rng.below(4) {
         0 => 1 + rng.below(40) as usize,
         1 => 1024 + rng.below(3200) as usize,

@@ -101,16 +101,18 @@ fn main() {
         let generated = time(reps, || l.run(0..N, &mut out).expect("runs"));
         let want = out.clone();
         dq_jit::linear().run(&l, 0..N, &mut out).expect("runs");
-        assert!(out == want, "{name}: JIT differs from generated");
+        let same = out == want;
         let jit = time(reps, || {
             dq_jit::linear().run(&l, 0..N, &mut out).expect("runs")
         });
         println!(
-            "{name}: generated {:.2} ms ({:.2}x memcpy), jit {:.2} ms ({:.2}x memcpy)",
+            "{name}: generated {:.2} ms ({:.2}x memcpy), jit {:.2} ms ({:.2}x memcpy){}",
             generated * 1e3,
             total / generated / (2.0 * src.len() as f64 / mem),
             jit * 1e3,
             total / jit / (2.0 * src.len() as f64 / mem),
+            if same { "" } else { " DIFFERS" },
         );
+        assert!(same, "{name}: JIT differs from generated");
     }
 }

@@ -4,20 +4,25 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
 
-use super::super::GroupMode;
+use super::super::{GroupMode, Shape};
 use super::{Emit, lanes, mem};
+
+/// True when rows are done a word column at a time: 4-bit fields along N (AWQ)
+/// into f16/bf16 by table, groups by size.
+pub(super) fn by_columns(s: &Shape) -> bool {
+    let q = s.weights;
+    matches!(q.packing, Packing::Outer { .. })
+        && q.bits == 4
+        && s.out != DType::F32
+        && matches!(s.groups, GroupMode::Size(_))
+}
 
 impl Emit<'_, '_> {
     // ---- word columns (4-bit along N into 16-bit outputs) -------------------------
 
-    /// True when rows are done a word column at a time: 4-bit fields along N (AWQ)
-    /// into f16/bf16 by table, groups by size.
+    /// True when rows are done a word column at a time ([`by_columns`]).
     pub(super) fn by_columns(&self) -> bool {
-        let q = self.s.weights;
-        matches!(q.packing, Packing::Outer { .. })
-            && q.bits == 4
-            && self.s.out != DType::F32
-            && matches!(self.s.groups, GroupMode::Size(_))
+        by_columns(self.s)
     }
 
     /// Rows `n0..n1` by word columns: the columns wholly inside by [`column`]
@@ -28,6 +33,10 @@ impl Emit<'_, '_> {
         let c = self.var(types::I64, c0);
         let last = self.b.ins().iadd_imm_s(n1, w as i64 - 1);
         let c1 = self.div_c(last, w);
+        let staged = self.staged();
+        if staged {
+            self.stage(c0, c1, k0);
+        }
         let (cv, head, exit) = self.while_below(c, c1);
         let (whole, part, next) = (
             self.b.create_block(),
@@ -42,7 +51,15 @@ impl Emit<'_, '_> {
         let full = self.b.ins().icmp_imm_s(IntCC::Equal, len, w as i64);
         self.b.ins().brif(full, whole, &[], part, &[]);
         self.b.switch_to_block(whole);
-        self.column(nb, k0);
+        let (words, step) = if staged {
+            (self.staged_column(cv, c0, k0), 4)
+        } else {
+            let q = self.s.weights;
+            let off = self.mul_c(cv, q.row_stride.wrapping_mul(4));
+            let words = self.b.ins().iadd(self.p.words, off);
+            (words, q.col_stride.wrapping_mul(4))
+        };
+        self.column(nb, k0, words, step);
         self.b.ins().jump(next, &[]);
         self.b.switch_to_block(part);
         self.rows(rs, re, k0);
@@ -54,24 +71,21 @@ impl Emit<'_, '_> {
         self.b.switch_to_block(exit);
     }
 
-    /// The 8 rows from `nb` (a multiple of 8, all inside the rows asked for):
-    /// each word is loaded once for its 8 fields, each a row of outputs.
-    pub(super) fn column(&mut self, nb: Value, k0: Value) {
+    /// The 8 rows from `nb` (a multiple of 8, all inside the rows asked for),
+    /// their word of input `k` at byte address `words + k * step`: each word is
+    /// loaded once for its 8 fields, each a row of outputs.
+    pub(super) fn column(&mut self, nb: Value, k0: Value, words: Value, step: usize) {
         let Packing::Outer { order } = self.s.weights.packing else {
             unreachable!("columns are of words along N")
         };
         let GroupMode::Size(gs) = self.s.groups else {
             unreachable!("columns have groups by size")
         };
-        let q = self.s.weights;
         let w = 8usize;
         let row_bytes = self.s.k * 2;
         let rel = self.b.ins().isub(nb, self.first);
         let o = self.mul_c(rel, row_bytes);
         let out = self.b.ins().iadd(self.p.out, o);
-        let cw = self.div_c(nb, w);
-        let off = self.mul_c(cw, q.row_stride.wrapping_mul(4));
-        let words = self.b.ins().iadd(self.p.words, off);
         // Row j of the column: output offset j * K (bytes, as an immediate where it fits).
         let row_off = |j: usize| i32::try_from(j * row_bytes).ok();
         let k = self.var(types::I64, k0);
@@ -80,13 +94,16 @@ impl Emit<'_, '_> {
         let g1 = self.b.ins().iadd_imm_s(g, 1);
         let end = self.mul_c(g1, gs);
         let end = self.b.ins().umin(end, self.k1);
-        for j in 0..w {
-            let n = self.b.ins().iadd_imm_s(nb, j as i64);
-            let z = self.zeff(n, g);
-            let s = self.scale(n, g);
-            self.table(z, s, 64 * j as i32);
+        let mut zs = Vec::new();
+        let mut ss = Vec::new();
+        for j in 0..w / 4 {
+            let ns = std::array::from_fn(|i| self.b.ins().iadd_imm_s(nb, (4 * j + i) as i64));
+            let (z, s) = self.params4(ns, g);
+            zs.push(z);
+            ss.push(s);
         }
-        // 16 inputs a step.
+        self.tables(&zs, &ss, w, 0);
+        // STEP inputs a step; each row's outputs of a step written together.
         let (vhead, vbody, tail) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -99,47 +116,29 @@ impl Emit<'_, '_> {
         let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
         self.b.ins().brif(fits, vbody, &[], tail, &[]);
         self.b.switch_to_block(vbody);
-        let a = self.strided(words, kv, q.col_stride.wrapping_mul(4));
-        let v = self.gather(a, 16, q.col_stride.wrapping_mul(4));
-        let v: Vec<Value> = v
+        let a = self.strided(words, kv, step);
+        let v: Vec<Value> = self
+            .gather(a, 16, step)
             .into_iter()
             .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
             .collect();
         let o = self.b.ins().ishl_imm_s(kv, 1);
         let oa = self.b.ins().iadd(out, o);
-        // Byte b of the 16 words (fields 2b and 2b + 1), then the two nibbles.
-        let mut nibbles = [None; 8];
-        for b in 0..4u8 {
-            let pick: [u8; 16] = std::array::from_fn(|i| if i < 8 { b + 4 * i as u8 } else { 0 });
-            let x01 = self.shuffle(v[0], v[1], pick);
-            let x23 = self.shuffle(v[2], v[3], pick);
-            let qdq: [u8; 16] = std::array::from_fn(|i| if i < 8 { i as u8 } else { i as u8 + 8 });
-            let x = self.shuffle(x01, x23, qdq);
-            let lo = self.and_c8(x);
-            let x32 = self.b.ins().bitcast(types::I32X4, lanes(), x);
-            let hi = self.ushr(x32, 4);
-            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-            let hi = self.and_c8(hi);
-            nibbles[2 * b as usize] = Some(lo);
-            nibbles[2 * b as usize + 1] = Some(hi);
-        }
+        let nibbles: Vec<[Value; 8]> = v.chunks_exact(4).map(|v| self.nibbles16(v)).collect();
         for j in 0..w {
-            let c = nibbles[usize::from(order[j])].expect("every field");
-            let tl = self
-                .b
-                .ins()
-                .load(types::I8X16, mem(), self.slot, 64 * j as i32);
-            let th = self
-                .b
-                .ins()
-                .load(types::I8X16, mem(), self.slot, 64 * j as i32 + 16);
-            match row_off(j) {
-                Some(ro) => self.lookup16((tl, th), c, oa, ro),
+            let at = 64 * j as i32;
+            let tl = self.b.ins().load(types::I8X16, mem(), self.slot, at);
+            let th = self.b.ins().load(types::I8X16, mem(), self.slot, at + 16);
+            let (ra, ro) = match row_off(j) {
+                Some(ro) => (oa, ro),
                 None => {
                     let ro = self.i64c((j * row_bytes) as i64);
-                    let ra = self.b.ins().iadd(oa, ro);
-                    self.lookup16((tl, th), c, ra, 0);
+                    (self.b.ins().iadd(oa, ro), 0)
                 }
+            };
+            for (h, n) in nibbles.iter().enumerate() {
+                let c = n[usize::from(order[j])];
+                self.lookup16((tl, th), c, ra, ro + 32 * h as i32);
             }
         }
         self.b.def_var(k, ke);
@@ -147,7 +146,7 @@ impl Emit<'_, '_> {
         // The rest one input at a time: one word, 8 rows.
         self.b.switch_to_block(tail);
         let (kv, thead, done) = self.while_below(k, end);
-        let word = self.word_at(words, kv, q.col_stride.wrapping_mul(4));
+        let word = self.word_at(words, kv, step);
         let o = self.b.ins().ishl_imm_s(kv, 1);
         let oa = self.b.ins().iadd(out, o);
         for (j, &f) in order.iter().enumerate() {
@@ -163,6 +162,24 @@ impl Emit<'_, '_> {
         self.b.switch_to_block(done);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// Field `f` of 16 words (four I8X16 of 4 words, in order) in result `f`,
+    /// byte `i` for word `i`: each vector's bytes grouped by place (byte 0 of its
+    /// words, then byte 1, ...), a 4x4 transpose of those groups, then the nibbles.
+    fn nibbles16(&mut self, v: &[Value]) -> [Value; 8] {
+        let by_place: [u8; 16] = std::array::from_fn(|i| (4 * (i % 4) + i / 4) as u8);
+        let g: [Value; 4] = std::array::from_fn(|i| self.shuffle(v[i], v[i], by_place));
+        let bytes = self.transpose4(g);
+        let mut out = [v[0]; 8];
+        for (b, x) in bytes.into_iter().enumerate() {
+            out[2 * b] = self.and_c8(x);
+            let x32 = self.b.ins().bitcast(types::I32X4, lanes(), x);
+            let hi = self.ushr(x32, 4);
+            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+            out[2 * b + 1] = self.and_c8(hi);
+        }
+        out
     }
 
     /// `x & 0x0f` in every byte.

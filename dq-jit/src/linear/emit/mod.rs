@@ -31,6 +31,9 @@ use dq_runtime::linear::Packing;
 mod columns;
 mod quads;
 mod rows;
+mod stage;
+
+pub(super) use stage::stages;
 mod tables;
 mod values;
 
@@ -43,9 +46,10 @@ use crate::lane_math::{Bin, LaneMath};
 use crate::translate::{lanes, mem};
 
 /// Byte shuffle interleaving the low 8 bytes of `a` and `b` (`punpcklbw`).
-const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
+pub(super) const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
 /// Byte shuffle interleaving the high 8 bytes of `a` and `b` (`punpckhbw`).
-const HI_BYTES: [u8; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
+pub(super) const HI_BYTES: [u8; 16] =
+    [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
 
 /// Builds the function of `shape` (not compiled).
 pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Function {
@@ -66,6 +70,7 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Func
         scales: field(&mut b, std::mem::offset_of!(Args, scales)),
         gidx: field(&mut b, std::mem::offset_of!(Args, gidx)),
         out: field(&mut b, std::mem::offset_of!(Args, out)),
+        stage: field(&mut b, std::mem::offset_of!(Args, stage)),
     };
     let n0 = field(&mut b, std::mem::offset_of!(Args, n0));
     let n1 = field(&mut b, std::mem::offset_of!(Args, n1));
@@ -107,6 +112,7 @@ struct Ptrs {
     scales: Value,
     gidx: Value,
     out: Value,
+    stage: Value,
 }
 
 /// Per-row values.
@@ -213,11 +219,6 @@ impl Emit<'_, '_> {
     fn ushr(&mut self, x: Value, n: i64) -> Value {
         let n = self.i32c(n);
         self.b.ins().ushr(x, n)
-    }
-
-    fn shl(&mut self, x: Value, n: i64) -> Value {
-        let n = self.i32c(n);
-        self.b.ins().ishl(x, n)
     }
 
     fn shuffle(&mut self, a: Value, b: Value, order: [u8; 16]) -> Value {

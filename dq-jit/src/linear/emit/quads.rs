@@ -14,7 +14,7 @@ use super::{Emit, Row, lanes, mem};
 const ROWS: usize = 4;
 
 /// Byte shuffle of I32 lanes `l` of two vectors (`0..4` the first, `4..8` the second).
-fn lanes32(l: [u8; 4]) -> [u8; 16] {
+pub(super) fn lanes32(l: [u8; 4]) -> [u8; 16] {
     std::array::from_fn(|i| 4 * l[i / 4] + (i % 4) as u8)
 }
 
@@ -69,11 +69,10 @@ impl Emit<'_, '_> {
         let g1 = self.b.ins().iadd_imm_s(g, 1);
         let end = self.mul_c(g1, gs);
         let end = self.b.ins().umin(end, self.k1);
-        let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| {
-            let z = self.zeff(rows[j].n, g);
-            let s = self.scale(rows[j].n, g);
-            self.table(z, s, 64 * j as i32)
-        });
+        let ns = rows.map(|r| r.n);
+        let (zs, ss) = self.params4(ns, g);
+        let t = self.tables(&[zs], &[ss], ROWS, 0);
+        let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| t[j]);
         let (vhead, vbody, tail) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -107,6 +106,27 @@ impl Emit<'_, '_> {
         }
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// Zero points (I32X4) and scales (F32X4) of rows `ns`, group `g`, a row a lane.
+    pub(super) fn params4(&mut self, ns: [Value; 4], g: Value) -> (Value, Value) {
+        let mut zv = None;
+        let mut sv = None;
+        for (j, &n) in ns.iter().enumerate() {
+            let z = self.zeff(n, g);
+            let s = self.scale_bits(n, g);
+            let l = j as u8;
+            zv = Some(match zv {
+                None => self.b.ins().scalar_to_vector(types::I32X4, z),
+                Some(v) => self.b.ins().insertlane(v, z, l),
+            });
+            sv = Some(match sv {
+                None => self.b.ins().scalar_to_vector(types::I32X4, s),
+                Some(v) => self.b.ins().insertlane(v, s, l),
+            });
+        }
+        let sv = self.widen_scale(sv.expect("four rows"));
+        (zv.expect("four rows"), sv)
     }
 
     /// The 4x4 transpose of I32 lanes: lane `j` of result `i` is lane `i` of `v[j]`

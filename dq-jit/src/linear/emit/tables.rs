@@ -4,6 +4,7 @@ use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 
+use super::quads::lanes32;
 use super::{Emit, lanes, mem};
 use crate::host_f16;
 use crate::lane_math::{Bin, LaneMath};
@@ -21,16 +22,95 @@ const HI_HALVES: [u8; 16] = [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 2
 
 impl Emit<'_, '_> {
     /// The group's 16 outputs (fields 0..16) of zero point `z` (I32) and scale `s`
-    /// (F32) by the formula: returns the tables of their low and high bytes
-    /// (I8X16), also stored to the slot at `at` and `at + 16` for
-    /// [`lookup1`](Self::lookup1). The slot's 32 bytes from `at + 32` are scratch.
-    ///
-    /// bf16 with a finite scale (every product finite or zero) rounds without
-    /// the NaN case: 4 instructions a vector instead of 8.
+    /// (F32) by the formula: [`tables`](Self::tables) of one row, stored at `at`.
     pub(super) fn table(&mut self, z: Value, s: Value, at: i32) -> (Value, Value) {
         let zv = self.b.ins().splat(types::I32X4, z);
         let sv = self.b.ins().splat(types::F32X4, s);
-        let ys: [Value; 4] = std::array::from_fn(|i| {
+        self.tables(&[zv], &[sv], 1, at)[0]
+    }
+
+    /// The tables of `rows` rows, row `r`'s zero point (I32) and scale (F32) in
+    /// lane `r % 4` of `zs[r / 4]` and `ss[r / 4]`: per row, the tables of the
+    /// low and high bytes of its 16 outputs (I8X16), also stored to the slot at
+    /// `at + 64 r` and `at + 64 r + 16` for [`lookup1`](Self::lookup1) (the next
+    /// 32 bytes are scratch).
+    ///
+    /// bf16 with every scale finite (every product finite or zero) rounds without
+    /// the NaN case: 4 instructions a vector instead of 8.
+    pub(super) fn tables(
+        &mut self,
+        zs: &[Value],
+        ss: &[Value],
+        rows: usize,
+        at: i32,
+    ) -> Vec<(Value, Value)> {
+        let out: Vec<(Value, Value)> = if self.s.out == DType::BF16 {
+            let (fast, slow, done) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            for _ in 0..2 * rows {
+                self.b.append_block_param(done, types::I8X16);
+            }
+            let finite = self.all_finite(ss);
+            self.b.ins().brif(finite, fast, &[], slow, &[]);
+            for (block, plain) in [(fast, true), (slow, false)] {
+                self.b.switch_to_block(block);
+                let mut args: Vec<cranelift_codegen::ir::BlockArg> = Vec::new();
+                for r in 0..rows {
+                    let ys = self.products(zs, ss, r);
+                    let (lo, hi) = self.bf16_table(ys, plain);
+                    args.push(lo.into());
+                    args.push(hi.into());
+                }
+                self.b.ins().jump(done, &args);
+            }
+            self.b.switch_to_block(done);
+            let p = self.b.block_params(done).to_vec();
+            p.chunks_exact(2).map(|t| (t[0], t[1])).collect()
+        } else {
+            (0..rows)
+                .map(|r| {
+                    let ys = self.products(zs, ss, r);
+                    self.f16_table(ys, at + 64 * r as i32)
+                })
+                .collect()
+        };
+        for (r, &(lo, hi)) in out.iter().enumerate() {
+            let a = at + 64 * r as i32;
+            self.b.ins().store(mem(), lo, self.slot, a);
+            self.b.ins().store(mem(), hi, self.slot, a + 16);
+        }
+        out
+    }
+
+    /// True (I8) when every lane of the F32X4 `ss` is finite.
+    fn all_finite(&mut self, ss: &[Value]) -> Value {
+        let inf = self.splat_c(types::F32X4, f32::INFINITY.to_bits());
+        let mut all = None;
+        for &s in ss {
+            let a = self.b.ins().fabs(s);
+            let m = self.b.ins().fcmp(FloatCC::LessThan, a, inf);
+            all = Some(match all {
+                None => m,
+                Some(x) => self.b.ins().band(x, m),
+            });
+        }
+        self.b.ins().vall_true(all.expect("a scale vector"))
+    }
+
+    /// Row `r`'s 16 products `f32(q - z) * s`, `q` in `0..16` (four F32X4).
+    fn products(&mut self, zs: &[Value], ss: &[Value], r: usize) -> [Value; 4] {
+        let l = (r % 4) as u8;
+        let splat = lanes32([l; 4]);
+        let z = self.b.ins().bitcast(types::I8X16, lanes(), zs[r / 4]);
+        let z = self.shuffle(z, z, splat);
+        let zv = self.b.ins().bitcast(types::I32X4, lanes(), z);
+        let s = self.b.ins().bitcast(types::I8X16, lanes(), ss[r / 4]);
+        let s = self.shuffle(s, s, splat);
+        let sv = self.b.ins().bitcast(types::F32X4, lanes(), s);
+        std::array::from_fn(|i| {
             let mut bytes = [0u8; 16];
             for (l, c) in bytes.chunks_exact_mut(4).enumerate() {
                 c.copy_from_slice(&(4 * i as u32 + l as u32).to_le_bytes());
@@ -38,56 +118,29 @@ impl Emit<'_, '_> {
             let iota = self.vconst_bytes(types::I32X4, bytes);
             let d = self.b.ins().isub(iota, zv);
             self.formula(d, sv)
-        });
-        let (lo, hi) = if self.s.out == DType::BF16 {
-            self.bf16_table(s, ys)
-        } else {
-            self.f16_table(ys, at)
-        };
-        self.b.ins().store(mem(), lo, self.slot, at);
-        self.b.ins().store(mem(), hi, self.slot, at + 16);
-        (lo, hi)
+        })
     }
 
-    /// bf16 tables of `ys`: the plain rounding when `s` is finite, else the
-    /// rounding with NaNs.
-    fn bf16_table(&mut self, s: Value, ys: [Value; 4]) -> (Value, Value) {
-        let (fast, slow, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let v = types::I8X16;
-        self.b.append_block_param(done, v);
-        self.b.append_block_param(done, v);
-        let a = self.b.ins().fabs(s);
-        let inf = self.b.ins().f32const(f32::INFINITY);
-        let finite = self.b.ins().fcmp(FloatCC::LessThan, a, inf);
-        self.b.ins().brif(finite, fast, &[], slow, &[]);
-        // Rounded bits `x + 0x7fff + lsb`: the bf16 is bytes 2 and 3 of each lane.
-        self.b.switch_to_block(fast);
+    /// bf16 tables of `ys`: `plain` rounds without the NaN case (for finite
+    /// products: bytes 2 and 3 of each lane of `x + 0x7fff + lsb`).
+    fn bf16_table(&mut self, ys: [Value; 4], plain: bool) -> (Value, Value) {
+        if !plain {
+            let h = ys.map(|y| self.round_16(y));
+            let e0 = self.b.ins().unarrow(h[0], h[1]);
+            let e1 = self.b.ins().unarrow(h[2], h[3]);
+            return self.split_bytes(e0, e1);
+        }
         let r = ys.map(|y| {
             let x = self.b.ins().bitcast(types::I32X4, lanes(), y);
             let h = self.shift(x, false, 16);
             let lsb = self.bin_c(Bin::And, h, 1);
             let r = self.bin_c(Bin::Add, x, 0x7fff);
             let r = self.b.ins().iadd(r, lsb);
-            self.b.ins().bitcast(v, lanes(), r)
+            self.b.ins().bitcast(types::I8X16, lanes(), r)
         });
         let a = self.shuffle(r[0], r[1], pick_pair(2));
         let b = self.shuffle(r[2], r[3], pick_pair(2));
-        let lo = self.shuffle(a, b, LO_HALVES);
-        let hi = self.shuffle(a, b, HI_HALVES);
-        self.b.ins().jump(done, &[lo.into(), hi.into()]);
-        self.b.switch_to_block(slow);
-        let h = ys.map(|y| self.round_16(y));
-        let e0 = self.b.ins().unarrow(h[0], h[1]);
-        let e1 = self.b.ins().unarrow(h[2], h[3]);
-        let (lo, hi) = self.split_bytes(e0, e1);
-        self.b.ins().jump(done, &[lo.into(), hi.into()]);
-        self.b.switch_to_block(done);
-        let p = self.b.block_params(done);
-        (p[0], p[1])
+        (self.shuffle(a, b, LO_HALVES), self.shuffle(a, b, HI_HALVES))
     }
 
     /// f16 tables of `ys` (the host's F16C where it may, through the slot's

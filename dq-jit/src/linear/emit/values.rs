@@ -5,7 +5,7 @@ use dq_runtime::DType;
 use dq_runtime::linear::ScaleType;
 
 use super::{Emit, lanes, mem};
-use crate::lane_math::LaneMath;
+use crate::lane_math::{Bin, LaneMath};
 
 impl Emit<'_, '_> {
     // ---- parameters and the formula -------------------------------------------
@@ -26,6 +26,12 @@ impl Emit<'_, '_> {
 
     /// The scale of `(n, g)` widened exactly to f32 (as `Scales::get`).
     pub(super) fn scale(&mut self, n: Value, g: Value) -> Value {
+        let bits = self.scale_bits(n, g);
+        self.widen_scale(bits)
+    }
+
+    /// The stored bits of scale `(n, g)`, zero-extended to I32.
+    pub(super) fn scale_bits(&mut self, n: Value, g: Value) -> Value {
         let a = self.mul_c(n, self.s.scale_strides.0);
         let b = self.mul_c(g, self.s.scale_strides.1);
         let i = self.b.ins().iadd(a, b);
@@ -33,22 +39,33 @@ impl Emit<'_, '_> {
         let off = self.mul_c(i, size);
         let addr = self.b.ins().iadd(self.p.scales, off);
         match self.s.scale {
-            ScaleType::F32 => self.b.ins().load(types::F32, mem(), addr, 0),
+            ScaleType::F32 => self.b.ins().load(types::I32, mem(), addr, 0),
+            ScaleType::BF16 | ScaleType::F16 => self.b.ins().uload16(types::I32, mem(), addr, 0),
+        }
+    }
+
+    /// Scale bits (I32 or I32X4, from [`scale_bits`](Self::scale_bits)) widened
+    /// exactly to f32 (F32 or F32X4).
+    pub(super) fn widen_scale(&mut self, h: Value) -> Value {
+        let ity = self.b.func.dfg.value_type(h);
+        let fty = if ity.is_vector() {
+            types::F32X4
+        } else {
+            types::F32
+        };
+        match self.s.scale {
+            ScaleType::F32 => self.b.ins().bitcast(fty, lanes(), h),
             ScaleType::BF16 => {
-                let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
                 // half's bf16 -> f32: NaNs get their quiet bit.
-                let em = self.and_c(h, 0x7fff);
-                let lim = self.i32c(0x7f80);
-                let nan = self.b.ins().icmp(IntCC::UnsignedGreaterThan, em, lim);
-                let q = self.or_c(h, 0x40);
+                let em = self.bin_c(Bin::And, h, 0x7fff);
+                let lim = self.k32(ity, 0x7f80);
+                let nan = self.b.ins().icmp(IntCC::SignedGreaterThan, em, lim);
+                let q = self.bin_c(Bin::Or, h, 0x40);
                 let h = self.pick(nan, q, h);
-                let x = self.shl(h, 16);
-                self.b.ins().bitcast(types::F32, lanes(), x)
+                let x = self.shift(h, true, 16);
+                self.b.ins().bitcast(fty, lanes(), x)
             }
-            ScaleType::F16 => {
-                let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
-                self.widen_f16(h, types::I32)
-            }
+            ScaleType::F16 => self.widen_f16(h, ity),
         }
     }
 

@@ -1,0 +1,139 @@
+//! Words along N (AWQ) staged by word column: per call, the words of columns
+//! `c0..c1` and inputs `k0..k1` are copied once, in memory order, into the
+//! caller's buffer ([`Args::stage`](super::Args)), a column's words side by side.
+//! The words of one input (a column's 8 rows) lie `N / 8` words from the next
+//! input's, so reading a column straight from the checkpoint touches a new cache
+//! line and page for every input, for each of the tile's columns in turn; staged,
+//! each line is read once for all its columns.
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
+
+use super::super::{STAGE_INPUTS, Shape};
+use super::{Emit, mem};
+
+/// True when a function of `s` stages word columns: columns (see
+/// [`by_columns`](super::columns::by_columns)) whose words lie side by side (a
+/// row stride of one word, as AWQ's).
+pub(in crate::linear) fn stages(s: &Shape) -> bool {
+    super::columns::by_columns(s) && s.weights.row_stride == 1
+}
+
+impl Emit<'_, '_> {
+    /// True when a tile's word columns are staged ([`stages`]).
+    pub(super) fn staged(&self) -> bool {
+        stages(self.s)
+    }
+
+    /// Byte address of staged word `(k, c)`: column `c - c0` at `STAGE_INPUTS`
+    /// words a column, input `k - k0` in it.
+    pub(super) fn staged_column(&mut self, c: Value, c0: Value, k0: Value) -> Value {
+        let dc = self.b.ins().isub(c, c0);
+        let off = self.mul_c(dc, STAGE_INPUTS * 4);
+        let base = self.b.ins().iadd(self.p.stage, off);
+        let k4 = self.b.ins().ishl_imm_s(k0, 2);
+        self.b.ins().isub(base, k4)
+    }
+
+    /// Copies words `(k, c)`, `k` in `k0..k1`, `c` in `c0..c1`, to the stage: four
+    /// inputs of four columns a step (four 16-byte loads, a 4x4 transpose), the
+    /// rest one word at a time.
+    pub(super) fn stage(&mut self, c0: Value, c1: Value, k0: Value) {
+        let cs = self.s.weights.col_stride.wrapping_mul(4);
+        let k = self.var(types::I64, k0);
+        let (head, body, tail) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let kv = self.b.use_var(k);
+        let kn = self.b.ins().iadd_imm_s(kv, 4);
+        let fits = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, kn, self.k1);
+        self.b.ins().brif(fits, body, &[], tail, &[]);
+        self.b.switch_to_block(body);
+        let c = self.var(types::I64, c0);
+        let (chead, cbody, crest) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(chead, &[]);
+        self.b.switch_to_block(chead);
+        let cv = self.b.use_var(c);
+        let cn = self.b.ins().iadd_imm_s(cv, 4);
+        let cfits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, cn, c1);
+        self.b.ins().brif(cfits, cbody, &[], crest, &[]);
+        self.b.switch_to_block(cbody);
+        let src = self.word_addr(kv, cv);
+        let v: [Value; 4] = std::array::from_fn(|i| {
+            let (a, off) = self.offset(src, cs.wrapping_mul(i));
+            self.b.ins().load(types::I8X16, mem(), a, off)
+        });
+        let t = self.transpose4(v);
+        let col = self.staged_column(cv, c0, k0);
+        let dst = self.strided(col, kv, 4);
+        for (j, x) in t.into_iter().enumerate() {
+            let off = (j * STAGE_INPUTS * 4) as i32;
+            self.b.ins().store(mem(), x, dst, off);
+        }
+        self.b.def_var(c, cn);
+        self.b.ins().jump(chead, &[]);
+        self.b.switch_to_block(crest);
+        let (cv, rhead, rdone) = self.while_below(c, c1);
+        for i in 0..4 {
+            let ki = self.b.ins().iadd_imm_s(kv, i);
+            self.stage_word(ki, cv, c0, k0);
+        }
+        let cn = self.b.ins().iadd_imm_s(cv, 1);
+        self.b.def_var(c, cn);
+        self.b.ins().jump(rhead, &[]);
+        self.b.switch_to_block(rdone);
+        self.b.def_var(k, kn);
+        self.b.ins().jump(head, &[]);
+        // The last inputs one word at a time.
+        self.b.switch_to_block(tail);
+        let (kv, thead, tdone) = self.while_below(k, self.k1);
+        let c = self.var(types::I64, c0);
+        let (cv, chead, cdone) = self.while_below(c, c1);
+        self.stage_word(kv, cv, c0, k0);
+        let cn = self.b.ins().iadd_imm_s(cv, 1);
+        self.b.def_var(c, cn);
+        self.b.ins().jump(chead, &[]);
+        self.b.switch_to_block(cdone);
+        let kn = self.b.ins().iadd_imm_s(kv, 1);
+        self.b.def_var(k, kn);
+        self.b.ins().jump(thead, &[]);
+        self.b.switch_to_block(tdone);
+    }
+
+    /// Byte address of word `(k, c)` in the weights (a row stride of one word).
+    fn word_addr(&mut self, k: Value, c: Value) -> Value {
+        let cs = self.s.weights.col_stride.wrapping_mul(4);
+        let a = self.strided(self.p.words, k, cs);
+        self.strided(a, c, 4)
+    }
+
+    /// `a + off` as an address and an immediate offset where `off` fits one.
+    pub(super) fn offset(&mut self, a: Value, off: usize) -> (Value, i32) {
+        match i32::try_from(off) {
+            Ok(off) => (a, off),
+            Err(_) => {
+                let c = self.i64c(off as i64);
+                (self.b.ins().iadd(a, c), 0)
+            }
+        }
+    }
+
+    /// Copies word `(k, c)` to the stage.
+    fn stage_word(&mut self, k: Value, c: Value, c0: Value, k0: Value) {
+        let src = self.word_addr(k, c);
+        let x = self.b.ins().load(types::I32, mem(), src, 0);
+        let col = self.staged_column(c, c0, k0);
+        let dst = self.strided(col, k, 4);
+        self.b.ins().store(mem(), x, dst, 0);
+    }
+}
