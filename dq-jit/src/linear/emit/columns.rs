@@ -4,8 +4,9 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
 
-use super::super::{GroupMode, Shape};
+use super::super::{GroupMode, PackShape, Shape};
 use super::{Emit, lanes, mem};
+use crate::lane_math::{Bin, LaneMath};
 
 /// True when rows are done a word column at a time: 4-bit fields along N (AWQ)
 /// into f16/bf16 by table, groups by size.
@@ -94,14 +95,7 @@ impl Emit<'_, '_> {
         let g1 = self.b.ins().iadd_imm_s(g, 1);
         let end = self.mul_c(g1, gs);
         let end = self.b.ins().umin(end, self.k1);
-        let mut zs = Vec::new();
-        let mut ss = Vec::new();
-        for j in 0..w / 4 {
-            let ns = std::array::from_fn(|i| self.b.ins().iadd_imm_s(nb, (4 * j + i) as i64));
-            let (z, s) = self.params4(ns, g);
-            zs.push(z);
-            ss.push(s);
-        }
+        let (zs, ss) = self.column_params(nb, g);
         self.tables(&zs, &ss, w, 0);
         // STEP inputs a step; each row's outputs of a step written together.
         let (vhead, vbody, tail) = (
@@ -162,6 +156,83 @@ impl Emit<'_, '_> {
         self.b.switch_to_block(done);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// Zero points (two I32X4) and scales (two F32X4) of the column's 8 rows from
+    /// `nb` (a multiple of 8), group `g`, a row a lane: 4-bit zero points along N
+    /// (AWQ's, GPTQ's) from one word, its fields put in row order by byte
+    /// shuffles; 8 scales side by side from one load; else row by row.
+    fn column_params(&mut self, nb: Value, g: Value) -> ([Value; 2], [Value; 2]) {
+        let rows: [Value; 8] = std::array::from_fn(|j| self.b.ins().iadd_imm_s(nb, j as i64));
+        let zs = match self.s.zeros {
+            Some(
+                z @ PackShape {
+                    bits: 4,
+                    packing: Packing::Outer { order },
+                    ..
+                },
+            ) => {
+                let cw = self.div_c(nb, 8);
+                let a = self.mul_c(cw, z.row_stride.wrapping_mul(4));
+                let b = self.mul_c(g, z.col_stride.wrapping_mul(4));
+                let off = self.b.ins().iadd(a, b);
+                let addr = self.b.ins().iadd(self.p.zeros, off);
+                let word = self.b.ins().load(types::I32, mem(), addr, 0);
+                let x = self.b.ins().scalar_to_vector(types::I32X4, word);
+                let lo = self.and_c(x, 0x0f0f_0f0f);
+                let hi = self.ushr(x, 4);
+                let hi = self.and_c(hi, 0x0f0f_0f0f);
+                let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
+                let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+                // Byte f: field f of the word.
+                let fields = self.shuffle(lo, hi, super::LO_BYTES);
+                let d = z.offset.wrapping_sub(self.s.weights.offset) as u32;
+                std::array::from_fn(|h| {
+                    let pick: [u8; 16] = std::array::from_fn(|i| {
+                        if i % 4 == 0 {
+                            order[4 * h + i / 4]
+                        } else {
+                            0x80
+                        }
+                    });
+                    let m = self.vconst_bytes(types::I8X16, pick);
+                    let v = self.b.ins().x86_pshufb(fields, m);
+                    let v = self.b.ins().bitcast(types::I32X4, lanes(), v);
+                    self.bin_c(Bin::Add, v, d)
+                })
+            }
+            _ => std::array::from_fn(|h| {
+                let z = std::array::from_fn(|i| self.zeff(rows[4 * h + i], g));
+                self.lanes4(z)
+            }),
+        };
+        let ss = if self.s.scale_strides.0 == 1 {
+            let i = self.mul_c(g, self.s.scale_strides.1);
+            let i = self.b.ins().iadd(i, nb);
+            let size = self.s.scale.size();
+            let off = self.mul_c(i, size);
+            let addr = self.b.ins().iadd(self.p.scales, off);
+            std::array::from_fn(|h| {
+                let bits = if size == 4 {
+                    self.b.ins().load(types::I32X4, mem(), addr, 16 * h as i32)
+                } else {
+                    let x = self.b.ins().load(types::I16X8, mem(), addr, 0);
+                    if h == 0 {
+                        self.b.ins().uwiden_low(x)
+                    } else {
+                        self.b.ins().uwiden_high(x)
+                    }
+                };
+                self.widen_scale(bits)
+            })
+        } else {
+            std::array::from_fn(|h| {
+                let s = std::array::from_fn(|i| self.scale_bits(rows[4 * h + i], g));
+                let s = self.lanes4(s);
+                self.widen_scale(s)
+            })
+        };
+        (zs, ss)
     }
 
     /// Field `f` of 16 words (four I8X16 of 4 words, in order) in result `f`,

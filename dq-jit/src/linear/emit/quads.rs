@@ -110,23 +110,20 @@ impl Emit<'_, '_> {
 
     /// Zero points (I32X4) and scales (F32X4) of rows `ns`, group `g`, a row a lane.
     pub(super) fn params4(&mut self, ns: [Value; 4], g: Value) -> (Value, Value) {
-        let mut zv = None;
-        let mut sv = None;
-        for (j, &n) in ns.iter().enumerate() {
-            let z = self.zeff(n, g);
-            let s = self.scale_bits(n, g);
-            let l = j as u8;
-            zv = Some(match zv {
-                None => self.b.ins().scalar_to_vector(types::I32X4, z),
-                Some(v) => self.b.ins().insertlane(v, z, l),
-            });
-            sv = Some(match sv {
-                None => self.b.ins().scalar_to_vector(types::I32X4, s),
-                Some(v) => self.b.ins().insertlane(v, s, l),
-            });
+        let z = ns.map(|n| self.zeff(n, g));
+        let s = ns.map(|n| self.scale_bits(n, g));
+        let zv = self.lanes4(z);
+        let sv = self.lanes4(s);
+        (zv, self.widen_scale(sv))
+    }
+
+    /// An I32X4 of four I32 values.
+    pub(super) fn lanes4(&mut self, x: [Value; 4]) -> Value {
+        let mut v = self.b.ins().scalar_to_vector(types::I32X4, x[0]);
+        for (l, &x) in x.iter().enumerate().skip(1) {
+            v = self.b.ins().insertlane(v, x, l as u8);
         }
-        let sv = self.widen_scale(sv.expect("four rows"));
-        (zv.expect("four rows"), sv)
+        v
     }
 
     /// The 4x4 transpose of I32 lanes: lane `j` of result `i` is lane `i` of `v[j]`
