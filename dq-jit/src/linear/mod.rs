@@ -15,16 +15,20 @@
 //! along K 4 at a time per row (32 inputs), four rows at a time where their words
 //! lie side by side (GPTQ: one 16-byte load per word row and a 4x4 transpose);
 //! words along N (AWQ) a word column of 8 rows at a time (each word loaded once,
-//! its 8 fields split by byte shuffles, 8 tables in a stack slot). Other widths, f32 outputs and per-input group indices
-//! take the formula `f32(q - z) * s` in F32X4 lanes (or one input at a time),
+//! its 8 fields split by byte shuffles, 8 tables in a stack slot), the words of a
+//! call's columns first staged in memory order into a buffer, a column's side by
+//! side ([`STAGE_WORDS`] by [`STAGE_INPUTS`]). Other widths, f32 outputs and
+//! per-input group indices take the formula `f32(q - z) * s` in F32X4 lanes (or
+//! one input at a time),
 //! rounded to f16/bf16 by integer round-to-nearest-even: the bits of
 //! [`Linear::value`] and the generated driver, NaN, infinite and subnormal scales
 //! included.
 //!
 //! The tile loop and the thread split stay in Rust ([`LinearJit::run`]): tiles are
 //! [`TILE_ROWS`] rows (words packed along K, so a tile's words are four cache lines
-//! a word row) or [`TILE_WORDS`] words of rows (along N, AWQ: a cache line a row)
-//! by chunks of [`CHUNK`] inputs, and each call of the compiled function does one
+//! a word row) or [`TILE_WORDS`] words of rows (along N: a cache line a row;
+//! [`STAGE_WORDS`] where staged) by chunks of [`CHUNK`] (staged: [`STAGE_INPUTS`])
+//! inputs, and each call of the compiled function does one
 //! tile and chunk over the raw packed bytes. Outputs are a transpose of K-packed words: the
 //! function walks a tile row by row, so a tile's words stay in L1 across its rows.
 //!
@@ -71,7 +75,8 @@ pub const STAGE_WORDS: usize = 64;
 /// Inputs per call where word columns are staged. By `examples/linear_speed.rs`
 /// on AMD EPYC Zen 4 (AWQ 4096x11008 g128 -> bf16, one thread), 64 words by 512
 /// inputs ran 10.3-10.9 ms, 16 by 2048 12.0-12.1, 16 by 512 13.7, 128 by 512
-/// 12.2-12.7, 64 by 1024 11.3-11.5.
+/// 12.2-12.7, 64 by 1024 11.3-11.5; later 48-96 by 384-512 were no faster, and
+/// a stage over 128 KiB slower.
 pub const STAGE_INPUTS: usize = 512;
 /// Shapes kept before the cache is emptied.
 const CAPACITY: usize = 256;

@@ -4,7 +4,8 @@
 //! ```text
 //! fn(args: *const Args)
 //!   columns (4-bit along N -> 16-bit, groups by size; `columns`): word columns of
-//!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows
+//!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows;
+//!          words side by side (AWQ) first staged by column (`stage`)
 //!   quads  (4-bit along K, row stride one word -> 16-bit, groups by size; `quads`):
 //!          4 rows at once, 32 inputs a step; the last rows by rows
 //!   rows:  n in n0..n1           row bases (output row, word row or column, field shift)
