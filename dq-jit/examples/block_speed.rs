@@ -4,26 +4,10 @@
 //!
 //! `cargo run --release -p dq-jit --example block_speed [ELEMENTS] [REPS]`
 
-use std::time::Instant;
+#[path = "support/timing.rs"]
+mod timing;
 
 use dq_runtime::block::gguf;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -75,11 +59,13 @@ fn main() {
         // Interleaved: each repetition times all three, so drift hits them alike.
         let (mut tg, mut tj, mut tm) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..reps {
-            tg.push(time(1, || gk.run(&bytes, &mut out).unwrap()));
-            tj.push(time(1, || k.run(&bytes, &mut out).unwrap()));
-            tm.push(time(1, || dst.copy_from_slice(std::hint::black_box(&src))));
+            tg.push(timing::time(1, || gk.run(&bytes, &mut out).unwrap()));
+            tj.push(timing::time(1, || k.run(&bytes, &mut out).unwrap()));
+            tm.push(timing::time(1, || {
+                dst.copy_from_slice(std::hint::black_box(&src))
+            }));
         }
-        let (g, j, m) = (median(tg), median(tj), median(tm));
+        let (g, j, m) = (timing::median(tg), timing::median(tj), timing::median(tm));
         let gb = |t: f64| total / t / 1e9;
         println!(
             "| {} | {:.1} | {:.1} | {:.2} | {:.1} |",

@@ -7,7 +7,8 @@
 //!
 //! `cargo run --release -p dq-jit --example linear_speed [REPS]`
 
-use std::time::Instant;
+#[path = "support/timing.rs"]
+mod timing;
 
 use dq_runtime::linear::{Groups, Linear, Packed, Packing, ScaleType, Scales};
 use half::bf16;
@@ -15,23 +16,6 @@ use half::bf16;
 const K: usize = 4096;
 const N: usize = 11008;
 const GROUP: usize = 128;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
 
 fn bytes(n: usize, state: &mut u64) -> Vec<u8> {
     (0..n)
@@ -67,7 +51,7 @@ fn main() {
     let mut out: Vec<bf16> = vec![bf16::ZERO; N * K];
     let mut dst = vec![0u8; N * K * 2];
     let src = vec![1u8; N * K * 2];
-    let mem = time(reps, || dst.copy_from_slice(&src));
+    let mem = timing::time(reps, || dst.copy_from_slice(&src));
     let total = (words.len() + zeros.len() + scales.len() + out.len() * 2) as f64;
     println!(
         "memcpy {:.2} ms, {:.1} GB/s",
@@ -98,11 +82,11 @@ fn main() {
             col_stride: N,
         };
         let l = Linear::new(N, K, g, weights, Some(z), s, Groups::Size(GROUP)).expect("valid");
-        let generated = time(reps, || l.run(0..N, &mut out).expect("runs"));
+        let generated = timing::time(reps, || l.run(0..N, &mut out).expect("runs"));
         let want = out.clone();
         dq_jit::linear().run(&l, 0..N, &mut out).expect("runs");
         let same = out == want;
-        let jit = time(reps, || {
+        let jit = timing::time(reps, || {
             dq_jit::linear().run(&l, 0..N, &mut out).expect("runs")
         });
         println!(

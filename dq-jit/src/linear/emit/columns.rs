@@ -66,10 +66,7 @@ impl Emit<'_, '_> {
         self.rows(rs, re, k0);
         self.b.ins().jump(next, &[]);
         self.b.switch_to_block(next);
-        let cn = self.b.ins().iadd_imm_s(cv, 1);
-        self.b.def_var(c, cn);
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(exit);
+        self.next_one(c, cv, head, exit);
     }
 
     /// The 8 rows from `nb` (a multiple of 8, all inside the rows asked for),
@@ -91,25 +88,12 @@ impl Emit<'_, '_> {
         let row_off = |j: usize| i32::try_from(j * row_bytes).ok();
         let k = self.var(types::I64, k0);
         let (kv, head, exit) = self.while_below(k, self.k1);
-        let g = self.div_c(kv, gs);
-        let g1 = self.b.ins().iadd_imm_s(g, 1);
-        let end = self.mul_c(g1, gs);
-        let end = self.b.ins().umin(end, self.k1);
+        let (g, end) = self.group_run(kv, gs);
         let (zs, ss) = self.column_params(nb, g);
         self.tables(&zs, &ss, w, 0);
         // STEP inputs a step; each row's outputs of a step written together.
-        let (vhead, vbody, tail) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(vhead, &[]);
-        self.b.switch_to_block(vhead);
-        let kv = self.b.use_var(k);
-        let ke = self.b.ins().iadd_imm_s(kv, 16);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-        self.b.ins().brif(fits, vbody, &[], tail, &[]);
-        self.b.switch_to_block(vbody);
+        let tail = self.b.create_block();
+        let (kv, ke, vhead) = self.while_fits(k, 16, end, tail);
         let a = self.strided(words, kv, step);
         let v: Vec<Value> = self
             .gather(a, 16, step)
@@ -150,10 +134,7 @@ impl Emit<'_, '_> {
             let ra = self.b.ins().iadd(oa, ro);
             self.lookup1(c, 64 * j as i32, ra, 0);
         }
-        let kn = self.b.ins().iadd_imm_s(kv, 1);
-        self.b.def_var(k, kn);
-        self.b.ins().jump(thead, &[]);
-        self.b.switch_to_block(done);
+        self.next_one(k, kv, thead, done);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
     }

@@ -250,6 +250,54 @@ impl Emit<'_, '_> {
         (x, head, exit)
     }
 
+    /// The group of input `k` (groups of `gs` inputs) and the end of its run
+    /// (the group's end or `k1`).
+    fn group_run(&mut self, k: Value, gs: usize) -> (Value, Value) {
+        let g = self.div_c(k, gs);
+        let g1 = self.b.ins().iadd_imm_s(g, 1);
+        let end = self.mul_c(g1, gs);
+        (g, self.b.ins().umin(end, self.k1))
+    }
+
+    /// Closes a [`while_below`](Self::while_below) loop of `v` (its value `x` in
+    /// the body) stepping by one: back to `head`, then on at `exit`.
+    fn next_one(&mut self, v: Variable, x: Value, head: Block, exit: Block) {
+        let xn = self.b.ins().iadd_imm_s(x, 1);
+        self.b.def_var(v, xn);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// Opens `while v + step <= end` (unsigned), leaving by `exit`: a new head
+    /// block tests it, and the body is where this leaves the builder. Returns `v`
+    /// and `v + step` there, and the head (to jump back to).
+    fn while_fits(
+        &mut self,
+        v: Variable,
+        step: i64,
+        end: Value,
+        exit: Block,
+    ) -> (Value, Value, Block) {
+        let (head, body) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let x = self.b.use_var(v);
+        let xe = self.b.ins().iadd_imm_s(x, step);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, xe, end);
+        self.b.ins().brif(fits, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        (x, xe, head)
+    }
+
+    /// Continues where `v % align == 0` (a power of two), else jumps to `other`.
+    fn if_aligned(&mut self, v: Value, align: i64, other: Block) {
+        let yes = self.b.create_block();
+        let r = self.b.ins().band_imm_s(v, align - 1);
+        let ok = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
+        self.b.ins().brif(ok, yes, &[], other, &[]);
+        self.b.switch_to_block(yes);
+    }
+
     fn var(&mut self, ty: Type, init: Value) -> Variable {
         let v = self.b.declare_var(ty);
         self.b.def_var(v, init);

@@ -2,7 +2,6 @@
 //! `n + (k / 8) N`) into 16-bit outputs, four rows at a time: one 16-byte load
 //! holds a word of each of four rows, four loads and a 4x4 transpose give each
 //! row its next four words (32 inputs).
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
@@ -33,18 +32,8 @@ impl Emit<'_, '_> {
     /// Rows `n0..n1`: blocks of four by [`quad`](Self::quad), the last few row by row.
     pub(super) fn quads(&mut self, n0: Value, n1: Value, k0: Value) {
         let n = self.var(types::I64, n0);
-        let (head, body, rest) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let nv = self.b.use_var(n);
-        let ne = self.b.ins().iadd_imm_s(nv, ROWS as i64);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ne, n1);
-        self.b.ins().brif(fits, body, &[], rest, &[]);
-        self.b.switch_to_block(body);
+        let rest = self.b.create_block();
+        let (nv, ne, head) = self.while_fits(n, ROWS as i64, n1, rest);
         self.quad(nv, k0);
         self.b.def_var(n, ne);
         self.b.ins().jump(head, &[]);
@@ -65,28 +54,14 @@ impl Emit<'_, '_> {
         });
         let k = self.var(types::I64, k0);
         let (kv, head, exit) = self.while_below(k, self.k1);
-        let g = self.div_c(kv, gs);
-        let g1 = self.b.ins().iadd_imm_s(g, 1);
-        let end = self.mul_c(g1, gs);
-        let end = self.b.ins().umin(end, self.k1);
+        let (g, end) = self.group_run(kv, gs);
         let ns = rows.map(|r| r.n);
         let (zs, ss) = self.params4(ns, g);
         let t = self.tables(&[zs], &[ss], ROWS, 0);
         let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| t[j]);
-        let (vhead, vbody, tail) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let aligned = self.b.ins().band_imm_s(kv, 7);
-        let ok = self.b.ins().icmp_imm_s(IntCC::Equal, aligned, 0);
-        self.b.ins().brif(ok, vhead, &[], tail, &[]);
-        self.b.switch_to_block(vhead);
-        let kv = self.b.use_var(k);
-        let ke = self.b.ins().iadd_imm_s(kv, 32);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-        self.b.ins().brif(fits, vbody, &[], tail, &[]);
-        self.b.switch_to_block(vbody);
+        let tail = self.b.create_block();
+        self.if_aligned(kv, 8, tail);
+        let (kv, ke, vhead) = self.while_fits(k, 32, end, tail);
         self.quad_step(&rows, kv, &tabs);
         self.b.def_var(k, ke);
         self.b.ins().jump(vhead, &[]);
@@ -99,10 +74,7 @@ impl Emit<'_, '_> {
             let o = self.mul_c(kv, 2);
             let a = self.b.ins().iadd(row.out, o);
             self.lookup1(c, 64 * j as i32, a, 0);
-            let kn = self.b.ins().iadd_imm_s(kv, 1);
-            self.b.def_var(k, kn);
-            self.b.ins().jump(thead, &[]);
-            self.b.switch_to_block(done);
+            self.next_one(k, kv, thead, done);
         }
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);

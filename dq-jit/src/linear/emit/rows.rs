@@ -1,5 +1,4 @@
 //! Row by row: runs of one group, table lookups and formula steps.
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use cranelift_frontend::Variable;
 use dq_runtime::DType;
@@ -17,10 +16,7 @@ impl Emit<'_, '_> {
         let (nv, head, exit) = self.while_below(n, n1);
         let row = self.row_bases(nv);
         self.row(row, k0);
-        let nn = self.b.ins().iadd_imm_s(nv, 1);
-        self.b.def_var(n, nn);
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(exit);
+        self.next_one(n, nv, head, exit);
     }
 
     pub(super) fn row_bases(&mut self, n: Value) -> Row {
@@ -90,10 +86,7 @@ impl Emit<'_, '_> {
                 self.b.def_var(k, kn);
             }
             GroupMode::Size(gs) => {
-                let g = self.div_c(kv, gs);
-                let g1 = self.b.ins().iadd_imm_s(g, 1);
-                let end = self.mul_c(g1, gs);
-                let end = self.b.ins().umin(end, self.k1);
+                let (g, end) = self.group_run(kv, gs);
                 let z = self.zeff(row.n, g);
                 let s = self.scale(row.n, g);
                 self.run(row, k, end, z, s);
@@ -120,22 +113,10 @@ impl Emit<'_, '_> {
             (Packing::Outer { .. }, true) => (16, 1),
             (Packing::Outer { .. }, false) => (4, 1),
         };
-        let (head, body, tail) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
+        let tail = self.b.create_block();
         let kv = self.b.use_var(k);
-        let aligned = self.b.ins().band_imm_s(kv, align - 1);
-        let zero = self.i64c(0);
-        let ok = self.b.ins().icmp(IntCC::Equal, aligned, zero);
-        self.b.ins().brif(ok, head, &[], tail, &[]);
-        self.b.switch_to_block(head);
-        let kv = self.b.use_var(k);
-        let ke = self.b.ins().iadd_imm_s(kv, step);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-        self.b.ins().brif(fits, body, &[], tail, &[]);
-        self.b.switch_to_block(body);
+        self.if_aligned(kv, align, tail);
+        let (kv, ke, head) = self.while_fits(k, step, end, tail);
         match (q.packing, tab) {
             (Packing::Inner, Some(t)) => self.lut_inner(row, kv, t),
             (Packing::Outer { .. }, Some(t)) => self.lut_outer(row, kv, t),
@@ -156,10 +137,7 @@ impl Emit<'_, '_> {
             let y = self.formula(d, s);
             self.store1(y, a);
         }
-        let kn = self.b.ins().iadd_imm_s(kv, 1);
-        self.b.def_var(k, kn);
-        self.b.ins().jump(thead, &[]);
-        self.b.switch_to_block(done);
+        self.next_one(k, kv, thead, done);
     }
 
     /// 16 outputs of codes `c` (I8X16, values below 16) by table, stored at `a + off`.

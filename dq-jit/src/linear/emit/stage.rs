@@ -5,7 +5,6 @@
 //! input's, so reading a column straight from the checkpoint touches a new cache
 //! line and page for every input, for each of the tile's columns in turn; staged,
 //! each line is read once for all its columns.
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 use super::super::{STAGE_INPUTS, Shape};
@@ -40,34 +39,11 @@ impl Emit<'_, '_> {
     pub(super) fn stage(&mut self, c0: Value, c1: Value, k0: Value) {
         let cs = self.s.weights.col_stride.wrapping_mul(4);
         let k = self.var(types::I64, k0);
-        let (head, body, tail) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let kv = self.b.use_var(k);
-        let kn = self.b.ins().iadd_imm_s(kv, 4);
-        let fits = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, kn, self.k1);
-        self.b.ins().brif(fits, body, &[], tail, &[]);
-        self.b.switch_to_block(body);
+        let tail = self.b.create_block();
+        let (kv, kn, head) = self.while_fits(k, 4, self.k1, tail);
         let c = self.var(types::I64, c0);
-        let (chead, cbody, crest) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(chead, &[]);
-        self.b.switch_to_block(chead);
-        let cv = self.b.use_var(c);
-        let cn = self.b.ins().iadd_imm_s(cv, 4);
-        let cfits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, cn, c1);
-        self.b.ins().brif(cfits, cbody, &[], crest, &[]);
-        self.b.switch_to_block(cbody);
+        let crest = self.b.create_block();
+        let (cv, cn, chead) = self.while_fits(c, 4, c1, crest);
         let src = self.word_addr(kv, cv);
         let v: [Value; 4] = std::array::from_fn(|i| {
             let (a, off) = self.offset(src, cs.wrapping_mul(i));
@@ -88,10 +64,7 @@ impl Emit<'_, '_> {
             let ki = self.b.ins().iadd_imm_s(kv, i);
             self.stage_word(ki, cv, c0, k0);
         }
-        let cn = self.b.ins().iadd_imm_s(cv, 1);
-        self.b.def_var(c, cn);
-        self.b.ins().jump(rhead, &[]);
-        self.b.switch_to_block(rdone);
+        self.next_one(c, cv, rhead, rdone);
         self.b.def_var(k, kn);
         self.b.ins().jump(head, &[]);
         // The last inputs one word at a time.
@@ -100,14 +73,8 @@ impl Emit<'_, '_> {
         let c = self.var(types::I64, c0);
         let (cv, chead, cdone) = self.while_below(c, c1);
         self.stage_word(kv, cv, c0, k0);
-        let cn = self.b.ins().iadd_imm_s(cv, 1);
-        self.b.def_var(c, cn);
-        self.b.ins().jump(chead, &[]);
-        self.b.switch_to_block(cdone);
-        let kn = self.b.ins().iadd_imm_s(kv, 1);
-        self.b.def_var(k, kn);
-        self.b.ins().jump(thead, &[]);
-        self.b.switch_to_block(tdone);
+        self.next_one(c, cv, chead, cdone);
+        self.next_one(k, kv, thead, tdone);
     }
 
     /// Byte address of word `(k, c)` in the weights (a row stride of one word).
