@@ -2,10 +2,11 @@
 //! and AWQ layouts, 4096x11008, group 128, f16 scales and packed zero points) into
 //! the bf16 `[N, K]` weight: the generated driver, the JIT, and a memcpy of the
 //! output's size (read + write bytes), in one run. GB/s = (packed + zero points +
-//! scales + output bytes) / median, the bench's metric. For quick A/Bs while
+//! scales + output bytes) / median, the bench's metric. The output starts on a
+//! 64-byte line unless `unaligned` is given (16 bytes past one). For quick A/Bs while
 //! working on the linear JIT; the criterion bench is the figure of record.
 //!
-//! `cargo run --release -p dq-jit --example linear_speed [REPS]`
+//! `cargo run --release -p dq-jit --example linear_speed [REPS] [unaligned]`
 
 #[path = "support/timing.rs"]
 mod timing;
@@ -48,11 +49,21 @@ fn main() {
         ("gptq", Packing::Inner, (1, N), 1, [0, 1, 2, 3, 4, 5, 6, 7]),
         ("awq", awq, (1, N / 8), 0, [0, 4, 1, 5, 2, 6, 3, 7]),
     ];
-    let mut out: Vec<bf16> = vec![bf16::ZERO; N * K];
+    // The output from a 64-byte line (the JIT streams whole lines), or 16 bytes
+    // past one with `unaligned` as the second argument.
+    let mut out_buf: Vec<bf16> = vec![bf16::ZERO; N * K + 64];
+    let line = (64 - (out_buf.as_ptr() as usize % 64)) % 64 / 2;
+    let skew = line
+        + if std::env::args().nth(2).as_deref() == Some("unaligned") {
+            8
+        } else {
+            0
+        };
+    let out = &mut out_buf[skew..skew + N * K];
     let mut dst = vec![0u8; N * K * 2];
     let src = vec![1u8; N * K * 2];
     let mem = timing::time(reps, || dst.copy_from_slice(&src));
-    let total = (words.len() + zeros.len() + scales.len() + out.len() * 2) as f64;
+    let total = (words.len() + zeros.len() + scales.len() + N * K * 2) as f64;
     println!(
         "memcpy {:.2} ms, {:.1} GB/s",
         mem * 1e3,
@@ -82,12 +93,12 @@ fn main() {
             col_stride: N,
         };
         let l = Linear::new(N, K, g, weights, Some(z), s, Groups::Size(GROUP)).expect("valid");
-        let generated = timing::time(reps, || l.run(0..N, &mut out).expect("runs"));
-        let want = out.clone();
-        dq_jit::linear().run(&l, 0..N, &mut out).expect("runs");
-        let same = out == want;
+        let generated = timing::time(reps, || l.run(0..N, out).expect("runs"));
+        let want = out.to_vec();
+        dq_jit::linear().run(&l, 0..N, &mut *out).expect("runs");
+        let same = *out == want[..];
         let jit = timing::time(reps, || {
-            dq_jit::linear().run(&l, 0..N, &mut out).expect("runs")
+            dq_jit::linear().run(&l, 0..N, &mut *out).expect("runs")
         });
         println!(
             "{name}: generated {:.2} ms ({:.2}x memcpy), jit {:.2} ms ({:.2}x memcpy){}",

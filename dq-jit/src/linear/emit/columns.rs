@@ -84,43 +84,26 @@ impl Emit<'_, '_> {
         let rel = self.b.ins().isub(nb, self.first);
         let o = self.mul_c(rel, row_bytes);
         let out = self.b.ins().iadd(self.p.out, o);
-        // Row j of the column: output offset j * K (bytes, as an immediate where it fits).
-        let row_off = |j: usize| i32::try_from(j * row_bytes).ok();
         let k = self.var(types::I64, k0);
         let (kv, head, exit) = self.while_below(k, self.k1);
         let (g, end) = self.group_run(kv, gs);
         let (zs, ss) = self.column_params(nb, g);
         self.tables(&zs, &ss, w, 0);
-        // STEP inputs a step; each row's outputs of a step written together.
         let tail = self.b.create_block();
-        let (kv, ke, vhead) = self.while_fits(k, 16, end, tail);
-        let a = self.strided(words, kv, step);
-        let v: Vec<Value> = self
-            .gather(a, 16, step)
-            .into_iter()
-            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
-            .collect();
-        let o = self.b.ins().ishl_imm_s(kv, 1);
-        let oa = self.b.ins().iadd(out, o);
-        let nibbles: Vec<[Value; 8]> = v.chunks_exact(4).map(|v| self.nibbles16(v)).collect();
-        for j in 0..w {
-            let at = 64 * j as i32;
-            let tl = self.b.ins().load(types::I8X16, mem(), self.slot, at);
-            let th = self.b.ins().load(types::I8X16, mem(), self.slot, at + 16);
-            let (ra, ro) = match row_off(j) {
-                Some(ro) => (oa, ro),
-                None => {
-                    let ro = self.i64c((j * row_bytes) as i64);
-                    (self.b.ins().iadd(oa, ro), 0)
-                }
-            };
-            for (h, n) in nibbles.iter().enumerate() {
-                let c = n[usize::from(order[j])];
-                self.lookup16((tl, th), c, ra, ro + 32 * h as i32);
-            }
+        if self.s.stream {
+            let src = (words, step);
+            self.streamed_run(
+                (k, end),
+                &mut |e, kv| e.column_step(src, out, kv, 8),
+                &mut |e, kv| e.column_step(src, out, kv, 32),
+            );
+            self.b.ins().jump(tail, &[]);
+        } else {
+            let (kv, ke, vhead) = self.while_fits(k, 16, end, tail);
+            self.column_step((words, step), out, kv, 16);
+            self.b.def_var(k, ke);
+            self.b.ins().jump(vhead, &[]);
         }
-        self.b.def_var(k, ke);
-        self.b.ins().jump(vhead, &[]);
         // The rest one input at a time: one word, 8 rows.
         self.b.switch_to_block(tail);
         let (kv, thead, done) = self.while_below(k, end);
@@ -137,6 +120,45 @@ impl Emit<'_, '_> {
         self.next_one(k, kv, thead, done);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// `inputs` (8, 16 or 32) inputs from `k` of the column's 8 rows, the group's
+    /// tables in the slot: 32 write each row's non-temporal line.
+    fn column_step(&mut self, (words, step): (Value, usize), out: Value, k: Value, inputs: usize) {
+        let Packing::Outer { order } = self.s.weights.packing else {
+            unreachable!("columns are of words along N")
+        };
+        let row_bytes = self.s.k * 2;
+        let a = self.strided(words, k, step);
+        let mut v: Vec<Value> = self
+            .gather(a, inputs, step)
+            .into_iter()
+            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
+            .collect();
+        if inputs == 8 {
+            v.extend_from_within(..);
+        }
+        let o = self.b.ins().ishl_imm_s(k, 1);
+        let oa = self.b.ins().iadd(out, o);
+        let nibbles: Vec<[Value; 8]> = v.chunks_exact(4).map(|v| self.nibbles16(v)).collect();
+        for (j, &f) in order.iter().enumerate() {
+            let t = self.stored_table(64 * j as i32);
+            let (ra, ro) = self.offset(oa, j * row_bytes);
+            let f = usize::from(f);
+            match inputs {
+                8 => {
+                    let [y, _] = self.lookup16v(t, nibbles[0][f]);
+                    self.b.ins().store(mem(), y, ra, ro);
+                }
+                16 => self.lookup16(t, nibbles[0][f], ra, ro),
+                _ => {
+                    let [a, b] = self.lookup16v(t, nibbles[0][f]);
+                    let [c, d] = self.lookup16v(t, nibbles[1][f]);
+                    let line = self.b.ins().iadd_imm_s(ra, i64::from(ro));
+                    crate::host_store::line(&mut self.b, line, [a, b, c, d]);
+                }
+            }
+        }
     }
 
     /// Zero points (two I32X4) and scales (two F32X4) of the column's 8 rows from

@@ -35,6 +35,12 @@ mod rows;
 mod stage;
 
 pub(super) use stage::stages;
+
+/// True when functions of `s` can write whole output lines with non-temporal
+/// stores (`Shape::stream`): rows four at a time or staged word columns.
+pub(super) fn can_stream(s: &Shape) -> bool {
+    quads::by_quads(s) || stages(s)
+}
 mod tables;
 mod values;
 
@@ -287,6 +293,49 @@ impl Emit<'_, '_> {
         self.b.ins().brif(fits, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         (x, xe, head)
+    }
+
+    /// A run `k..end` streamed (rows start on a 64-byte line): `narrow` steps of
+    /// 8 inputs (plain stores) up to a multiple of 32, `line` steps of 32 (one
+    /// non-temporal line a row) while they fit, then `narrow` steps while they
+    /// fit; `k` ends at the first input left.
+    fn streamed_run(
+        &mut self,
+        (k, end): (Variable, Value),
+        narrow: &mut dyn FnMut(&mut Self, Value),
+        line: &mut dyn FnMut(&mut Self, Value),
+    ) {
+        let (head, body, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let kv = self.b.use_var(k);
+        let ke = self.b.ins().iadd_imm_s(kv, 8);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+        let r = self.b.ins().band_imm_s(kv, 31);
+        let before = self.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+        let go = self.b.ins().band(fits, before);
+        self.b.ins().brif(go, body, &[], exit, &[]);
+        self.b.switch_to_block(body);
+        narrow(self, kv);
+        self.b.def_var(k, ke);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
+        for step in [32, 8] {
+            let done = self.b.create_block();
+            let (kv, ke, head) = self.while_fits(k, step, end, done);
+            if step == 32 {
+                line(self, kv);
+            } else {
+                narrow(self, kv);
+            }
+            self.b.def_var(k, ke);
+            self.b.ins().jump(head, &[]);
+            self.b.switch_to_block(done);
+        }
     }
 
     /// Continues where `v % align == 0` (a power of two), else jumps to `other`.

@@ -6,7 +6,7 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
 
-use super::super::GroupMode;
+use super::super::{GroupMode, Shape};
 use super::{Emit, Row, lanes, mem};
 
 /// Rows in a block.
@@ -17,16 +17,21 @@ pub(super) fn lanes32(l: [u8; 4]) -> [u8; 16] {
     std::array::from_fn(|i| 4 * l[i / 4] + (i % 4) as u8)
 }
 
+/// True when rows go four at a time: 4-bit fields along K, a row stride of one
+/// word, f16/bf16 out by table, groups by size.
+pub(super) fn by_quads(s: &Shape) -> bool {
+    let q = s.weights;
+    q.packing == Packing::Inner
+        && q.bits == 4
+        && q.row_stride == 1
+        && s.out != DType::F32
+        && matches!(s.groups, GroupMode::Size(_))
+}
+
 impl Emit<'_, '_> {
-    /// True when rows go four at a time: 4-bit fields along K, a row stride of
-    /// one word, f16/bf16 out by table, groups by size.
+    /// True when rows go four at a time ([`by_quads`]).
     pub(super) fn by_quads(&self) -> bool {
-        let q = self.s.weights;
-        q.packing == Packing::Inner
-            && q.bits == 4
-            && q.row_stride == 1
-            && self.s.out != DType::F32
-            && matches!(self.s.groups, GroupMode::Size(_))
+        by_quads(self.s)
     }
 
     /// Rows `n0..n1`: blocks of four by [`quad`](Self::quad), the last few row by row.
@@ -61,10 +66,19 @@ impl Emit<'_, '_> {
         let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| t[j]);
         let tail = self.b.create_block();
         self.if_aligned(kv, 8, tail);
-        let (kv, ke, vhead) = self.while_fits(k, 32, end, tail);
-        self.quad_step(&rows, kv, &tabs);
-        self.b.def_var(k, ke);
-        self.b.ins().jump(vhead, &[]);
+        if self.s.stream {
+            self.streamed_run(
+                (k, end),
+                &mut |e, kv| e.quad_word(&rows, kv, &tabs),
+                &mut |e, kv| e.quad_step(&rows, kv, &tabs, true),
+            );
+            self.b.ins().jump(tail, &[]);
+        } else {
+            let (kv, ke, vhead) = self.while_fits(k, 32, end, tail);
+            self.quad_step(&rows, kv, &tabs, false);
+            self.b.def_var(k, ke);
+            self.b.ins().jump(vhead, &[]);
+        }
         self.b.switch_to_block(tail);
         let kt = self.b.use_var(k);
         for (j, row) in rows.iter().enumerate() {
@@ -113,8 +127,38 @@ impl Emit<'_, '_> {
         ]
     }
 
-    /// 32 inputs from `k` (a multiple of 8) of the four rows.
-    fn quad_step(&mut self, rows: &[Row; ROWS], k: Value, tabs: &[(Value, Value); ROWS]) {
+    /// 8 inputs from `k` (a multiple of 8) of the four rows: their word `k / 8`.
+    fn quad_word(&mut self, rows: &[Row; ROWS], k: Value, tabs: &[(Value, Value); ROWS]) {
+        let step = self.s.weights.col_stride.wrapping_mul(4);
+        let kw = self.b.ins().ushr_imm_s(k, 3);
+        let a = self.strided(rows[0].words, kw, step);
+        let x = self.b.ins().load(types::I8X16, mem(), a, 0);
+        let o = self.mul_c(k, 2);
+        for (j, (row, &t)) in rows.iter().zip(tabs).enumerate() {
+            let l = j as u8;
+            let xj = self.shuffle(x, x, lanes32([l; 4]));
+            let xj = self.b.ins().bitcast(types::I32X4, lanes(), xj);
+            let lo = self.and_c(xj, 0x0f0f_0f0f);
+            let hi = self.ushr(xj, 4);
+            let hi = self.and_c(hi, 0x0f0f_0f0f);
+            let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
+            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+            let c = self.shuffle(lo, hi, super::LO_BYTES);
+            let [y, _] = self.lookup16v(t, c);
+            let oa = self.b.ins().iadd(row.out, o);
+            self.b.ins().store(mem(), y, oa, 0);
+        }
+    }
+
+    /// 32 inputs from `k` (a multiple of 8) of the four rows; `stream`: each
+    /// row's a non-temporal line.
+    fn quad_step(
+        &mut self,
+        rows: &[Row; ROWS],
+        k: Value,
+        tabs: &[(Value, Value); ROWS],
+        stream: bool,
+    ) {
         let step = self.s.weights.col_stride.wrapping_mul(4);
         let kw = self.b.ins().ushr_imm_s(k, 3);
         let a = self.strided(rows[0].words, kw, step);
@@ -135,7 +179,7 @@ impl Emit<'_, '_> {
         for j in 0..ROWS {
             let x = self.b.ins().bitcast(types::I32X4, lanes(), r[j]);
             let oa = self.b.ins().iadd(rows[j].out, o);
-            self.lut_words(x, oa, tabs[j]);
+            self.lut_words(x, oa, tabs[j], stream);
         }
     }
 }

@@ -142,12 +142,16 @@ impl Emit<'_, '_> {
 
     /// 16 outputs of codes `c` (I8X16, values below 16) by table, stored at `a + off`.
     pub(super) fn lookup16(&mut self, t: (Value, Value), c: Value, a: Value, off: i32) {
-        let l = self.b.ins().x86_pshufb(t.0, c);
-        let h = self.b.ins().x86_pshufb(t.1, c);
-        let o0 = self.shuffle(l, h, LO_BYTES);
-        let o1 = self.shuffle(l, h, HI_BYTES);
+        let [o0, o1] = self.lookup16v(t, c);
         self.b.ins().store(mem(), o0, a, off);
         self.b.ins().store(mem(), o1, a, off + 16);
+    }
+
+    /// 16 outputs of codes `c` by table, as two I8X16 (8 outputs each).
+    pub(super) fn lookup16v(&mut self, t: (Value, Value), c: Value) -> [Value; 2] {
+        let l = self.b.ins().x86_pshufb(t.0, c);
+        let h = self.b.ins().x86_pshufb(t.1, c);
+        [self.shuffle(l, h, LO_BYTES), self.shuffle(l, h, HI_BYTES)]
     }
 
     /// Byte address `base + i * step` plus `j * step` for a small `j`, as an
@@ -196,12 +200,13 @@ impl Emit<'_, '_> {
         let x = self.gather(a, 4, q.col_stride.wrapping_mul(4))[0];
         let o = self.mul_c(k, 2);
         let oa = self.b.ins().iadd(row.out, o);
-        self.lut_words(x, oa, t);
+        self.lut_words(x, oa, t, false);
     }
 
     /// The 32 outputs of four words of a row (I32X4 `x`, words along K) by
     /// table, stored from byte address `oa`.
-    pub(super) fn lut_words(&mut self, x: Value, oa: Value, t: (Value, Value)) {
+    /// `stream`: one non-temporal line (`oa` 64-byte aligned).
+    pub(super) fn lut_words(&mut self, x: Value, oa: Value, t: (Value, Value), stream: bool) {
         let lo = self.and_c(x, 0x0f0f_0f0f);
         let hi = self.ushr(x, 4);
         let hi = self.and_c(hi, 0x0f0f_0f0f);
@@ -209,8 +214,14 @@ impl Emit<'_, '_> {
         let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
         let c0 = self.shuffle(lo, hi, LO_BYTES);
         let c1 = self.shuffle(lo, hi, HI_BYTES);
-        self.lookup16(t, c0, oa, 0);
-        self.lookup16(t, c1, oa, 32);
+        if stream {
+            let [a, b] = self.lookup16v(t, c0);
+            let [c, d] = self.lookup16v(t, c1);
+            crate::host_store::line(&mut self.b, oa, [a, b, c, d]);
+        } else {
+            self.lookup16(t, c0, oa, 0);
+            self.lookup16(t, c1, oa, 32);
+        }
     }
 
     /// 16 inputs from `k` of a row whose words run along N.

@@ -85,6 +85,13 @@ impl Emit<'_, '_> {
         out
     }
 
+    /// The tables stored at `at` (low bytes, high bytes).
+    pub(super) fn stored_table(&mut self, at: i32) -> (Value, Value) {
+        let lo = self.b.ins().load(types::I8X16, mem(), self.slot, at);
+        let hi = self.b.ins().load(types::I8X16, mem(), self.slot, at + 16);
+        (lo, hi)
+    }
+
     /// True (I8) when every lane of the F32X4 `ss` is finite.
     fn all_finite(&mut self, ss: &[Value]) -> Value {
         let inf = self.splat_c(types::F32X4, f32::INFINITY.to_bits());

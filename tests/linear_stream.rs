@@ -1,0 +1,173 @@
+//! The linear JIT's streamed lines: a 16-bit output whose rows start on a 64-byte
+//! line is written a whole line (32 inputs) at a time with non-temporal stores,
+//! 8 inputs at a time with plain stores up to and after the lines. Random GPTQ-
+//! and AWQ-like linears (the layouts that stream: words along K or along N side
+//! by side) with K a multiple of 32, group sizes that do and do not keep runs on
+//! lines, and row ranges, into outputs that end at a guard page (a line written
+//! past the end faults) or start right after one; bit for bit against the
+//! generated driver and the same JIT with streaming off, and every run counted as
+//! streamed. An output 16 bytes past a line is not streamed.
+
+mod support;
+
+use dq_jit::LinearJit;
+use dq_runtime::linear::{Groups, Linear, Out, Packed, Packing, ScaleType, Scales};
+use half::{bf16, f16};
+use support::Rng;
+use support::guard::{Guard, GuardBuf};
+
+/// The buffers of one random linear.
+struct Case {
+    n: usize,
+    k: usize,
+    size: usize,
+    awq: bool,
+    words: Vec<u8>,
+    zeros: Vec<u8>,
+    scales: Vec<u8>,
+}
+
+fn random_case(rng: &mut Rng) -> Case {
+    let n = 8 * (1 + rng.below(40) as usize);
+    let k = 32 * (1 + rng.below(40) as usize);
+    let size = rng.pick(&[8, 16, 24, 32, 40, 64, 128, k]);
+    let groups = k.div_ceil(size);
+    // f16 scales: normals of both signs, a zero now and then.
+    let scales = (0..n * groups)
+        .flat_map(|_| {
+            let h = if rng.one_in(16) { 0 } else { 0x1800 + rng.below(0x1800) as u16 };
+            (h | (rng.below(2) as u16) << 15).to_le_bytes()
+        })
+        .collect();
+    Case {
+        n,
+        k,
+        size,
+        awq: rng.one_in(2),
+        words: rng.bytes(n * k / 2),
+        zeros: rng.bytes(groups * n / 2),
+        scales,
+    }
+}
+
+impl Case {
+    fn linear(&self) -> Linear<'_> {
+        let groups = self.k.div_ceil(self.size);
+        let (packing, strides, order) = if self.awq {
+            let order = [0, 4, 1, 5, 2, 6, 3, 7];
+            (Packing::Outer { order }, (1, self.n / 8), order)
+        } else {
+            (Packing::Inner, (1, self.n), [0, 1, 2, 3, 4, 5, 6, 7])
+        };
+        let weights = Packed {
+            words: &self.words,
+            bits: 4,
+            packing,
+            row_stride: strides.0,
+            col_stride: strides.1,
+            offset: 0,
+        };
+        let zeros = Packed {
+            words: &self.zeros,
+            bits: 4,
+            packing: Packing::Outer { order },
+            row_stride: 1,
+            col_stride: self.n / 8,
+            offset: 1,
+        };
+        let scales = Scales {
+            bytes: &self.scales,
+            dtype: ScaleType::F16,
+            row_stride: 1,
+            col_stride: self.n,
+        };
+        let map = Groups::Size(self.size);
+        Linear::new(self.n, self.k, groups, weights, Some(zeros), scales, map).unwrap()
+    }
+}
+
+/// Rows `rows` of `l` as `T` bits through `jit` into a buffer fenced by a guard
+/// page as `guard` says (its `len` bytes a whole number of lines: page-aligned at
+/// the guard's side, so every row starts on a line).
+fn run<T: Out + bytemuck::Pod>(
+    jit: &LinearJit,
+    l: &Linear<'_>,
+    rows: std::ops::Range<usize>,
+    guard: Guard,
+) -> Vec<u8> {
+    let len = rows.len() * l.k() * size_of::<T>();
+    let mut buf = GuardBuf::new(&vec![0u8; len], guard);
+    let out: &mut [T] = bytemuck::cast_slice_mut(buf.as_mut_slice());
+    jit.run(l, rows, out).unwrap();
+    buf.as_slice().to_vec()
+}
+
+/// Rows `rows` of `l` as `T` bits through the generated driver.
+fn generated<T: Out + bytemuck::Pod + Default>(
+    l: &Linear<'_>,
+    rows: std::ops::Range<usize>,
+) -> Vec<u8> {
+    let mut out = vec![T::default(); rows.len() * l.k()];
+    l.run(rows, &mut out).unwrap();
+    bytemuck::cast_slice(&out).to_vec()
+}
+
+fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
+    let mut rng = Rng::new(seed);
+    let case = random_case(&mut rng);
+    let l = case.linear();
+    let streaming = LinearJit::new();
+    let plain = LinearJit::new().with_streaming(false);
+    let a = rng.below(case.n as u64) as usize;
+    let b = a + 1 + rng.below((case.n - a) as u64) as usize;
+    for rows in [0..case.n, a..b] {
+        let what = format!(
+            "seed {seed}: {}x{} group {} {} rows {rows:?}",
+            case.n,
+            case.k,
+            case.size,
+            if case.awq { "AWQ" } else { "GPTQ" }
+        );
+        let want = generated::<T>(&l, rows.clone());
+        for guard in [Guard::After, Guard::Before] {
+            let before = streaming.stats().streamed;
+            let got = run::<T>(&streaming, &l, rows.clone(), guard);
+            assert_eq!(streaming.stats().streamed, before + 1, "{what}: not streamed");
+            assert!(got == want, "{what}: streamed output differs");
+        }
+        assert!(
+            run::<T>(&plain, &l, rows.clone(), Guard::After) == want,
+            "{what}: plain output differs"
+        );
+    }
+}
+
+#[test]
+fn streamed_lines_equal_the_generated_driver() {
+    for seed in 0..48 {
+        check::<bf16>(0x57_0000 + seed);
+        check::<f16>(0x57_1000 + seed);
+    }
+}
+
+#[test]
+fn an_output_off_its_lines_is_not_streamed() {
+    let mut rng = Rng::new(5);
+    let case = random_case(&mut rng);
+    let l = case.linear();
+    let jit = LinearJit::new();
+    let len = case.n * case.k;
+    let mut buf = vec![bf16::ZERO; len + 64];
+    let line = (64 - buf.as_ptr() as usize % 64) % 64 / 2;
+    // 16 bytes past a line.
+    let out = &mut buf[line + 8..line + 8 + len];
+    jit.run(&l, 0..case.n, out).unwrap();
+    assert_eq!(jit.stats().streamed, 0);
+    let want = generated::<bf16>(&l, 0..case.n);
+    assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+    // From the line itself it streams.
+    let out = &mut buf[line..line + len];
+    jit.run(&l, 0..case.n, out).unwrap();
+    assert_eq!(jit.stats().streamed, 1);
+    assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+}
