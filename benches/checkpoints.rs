@@ -6,7 +6,10 @@
 //! time per call, the definition of `benches/peers/checkpoints_numpy.py` (the NumPy
 //! peer). The memcpy group copies a buffer of the output's size and counts read +
 //! write bytes. Output and memcpy buffers are on huge pages (`dq::buffer`), as in
-//! `dq bench`. `cargo bench --bench checkpoints`.
+//! `dq bench`. The output is measured off a 64-byte cache line (as `zeroed`'s
+//! large allocations come, 16 bytes past one) and, for generated and JIT, from a
+//! line (`-line`), where the JIT writes whole lines with non-temporal stores.
+//! `cargo bench --bench checkpoints`.
 
 mod support;
 
@@ -125,19 +128,28 @@ fn bench(c: &mut Criterion) {
         let packed = l.packed().data().len() + l.scales().data().len();
         let bytes = packed + l.zeros().map_or(0, |z| z.data().len()) + out_bytes;
         group.throughput(Throughput::Bytes(bytes as u64));
-        let mut out: Vec<bf16> = zeroed(N * K);
-        for backend in [
-            Backend::Generated,
-            Backend::Jit,
-            Backend::Auto,
-            Backend::Reference,
-        ] {
-            let opts = Options {
-                backend,
-                threads: 1,
-            };
-            let id = format!("{name}-bf16/{}", backend.name());
-            group.bench_function(id, |b| b.iter(|| l.dequantize(&mut out, &opts).unwrap()));
+        // The output as `zeroed` gives it (16 bytes past a cache line here), and
+        // from a line (`-line`: the JIT streams whole lines).
+        let mut buf: Vec<bf16> = zeroed(N * K + 32);
+        let line = (64 - buf.as_ptr() as usize % 64) % 64 / 2;
+        for (suffix, at) in [("", 8 * usize::from(line == 0)), ("-line", line)] {
+            let out = &mut buf[at..at + N * K];
+            for backend in [
+                Backend::Generated,
+                Backend::Jit,
+                Backend::Auto,
+                Backend::Reference,
+            ] {
+                if suffix == "-line" && matches!(backend, Backend::Auto | Backend::Reference) {
+                    continue;
+                }
+                let opts = Options {
+                    backend,
+                    threads: 1,
+                };
+                let id = format!("{name}-bf16{suffix}/{}", backend.name());
+                group.bench_function(id, |b| b.iter(|| l.dequantize(&mut *out, &opts).unwrap()));
+            }
         }
     }
     group.finish();

@@ -35,7 +35,11 @@ fn random_case(rng: &mut Rng) -> Case {
     // f16 scales: normals of both signs, a zero now and then.
     let scales = (0..n * groups)
         .flat_map(|_| {
-            let h = if rng.one_in(16) { 0 } else { 0x1800 + rng.below(0x1800) as u16 };
+            let h = if rng.one_in(16) {
+                0
+            } else {
+                0x1800 + rng.below(0x1800) as u16
+            };
             (h | (rng.below(2) as u16) << 15).to_le_bytes()
         })
         .collect();
@@ -132,7 +136,11 @@ fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
         for guard in [Guard::After, Guard::Before] {
             let before = streaming.stats().streamed;
             let got = run::<T>(&streaming, &l, rows.clone(), guard);
-            assert_eq!(streaming.stats().streamed, before + 1, "{what}: not streamed");
+            assert_eq!(
+                streaming.stats().streamed,
+                before + 1,
+                "{what}: not streamed"
+            );
             assert!(got == want, "{what}: streamed output differs");
         }
         assert!(
