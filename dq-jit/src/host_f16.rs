@@ -18,16 +18,23 @@ use crate::translate::mem;
 /// helper's 16-byte stores, no store-forwarding stall). The emitting code
 /// guarantees `out` is writable for 32 bytes and that the host has AVX and F16C.
 pub(crate) fn round(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) -> [Value; 2] {
-    let mut sig = Signature::new(CallConv::PreserveAll);
-    sig.params = vec![AbiParam::new(types::I64)];
-    sig.params.extend([AbiParam::new(types::F32X4); 4]);
-    let sig = b.import_signature(sig);
-    let f: unsafe extern "C" fn() = f16_of_16;
-    let callee = b.ins().iconst(types::I64, f as usize as i64);
     let mut args = vec![out];
     args.extend(ys);
-    b.ins().call_indirect(sig, callee, &args);
+    call(b, f16_of_16, &args);
     [0, 16].map(|at| b.ins().load(types::I16X8, mem(), out, at))
+}
+
+/// Emits a call of the naked helper `f` under Cranelift's `preserve_all`
+/// convention (it changes no register), with `args` as its parameters.
+pub(crate) fn call(b: &mut FunctionBuilder<'_>, f: unsafe extern "C" fn(), args: &[Value]) {
+    let mut sig = Signature::new(CallConv::PreserveAll);
+    sig.params = args
+        .iter()
+        .map(|&a| AbiParam::new(b.func.dfg.value_type(a)))
+        .collect();
+    let sig = b.import_signature(sig);
+    let callee = b.ins().iconst(types::I64, f as usize as i64);
+    b.ins().call_indirect(sig, callee, args);
 }
 
 /// Elements a call of [`widen`] converts.
@@ -46,12 +53,7 @@ pub(crate) const WIDEN: i64 = 32;
 /// 16 elements at a time, 31.4 and 24.4-26.0; 32 at a time, 53.4 and 28.1-30.4
 /// (the generated backend: 45 and 28-31).
 pub(crate) fn widen(b: &mut FunctionBuilder<'_>, src: Value, out: Value) {
-    let mut sig = Signature::new(CallConv::PreserveAll);
-    sig.params = vec![AbiParam::new(types::I64); 2];
-    let sig = b.import_signature(sig);
-    let f: unsafe extern "C" fn() = f32_of_32;
-    let callee = b.ins().iconst(types::I64, f as usize as i64);
-    b.ins().call_indirect(sig, callee, &[src, out]);
+    call(b, f32_of_32, &[src, out]);
 }
 
 /// Asm widening the 8 f16 at `rdi + SRC` to the 8 f32 at `rsi + DST`, with

@@ -8,23 +8,16 @@
 //! line writes (measured: AWQ 29 ms), so the functions stream only whole,
 //! aligned lines.
 
-use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Value, types};
-use cranelift_codegen::isa::CallConv;
+use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;
 
 /// Emits a call that writes the four I8X16 of `v`, in order, to the 64 bytes at
 /// `a` with non-temporal stores. The emitting code guarantees that `a` is
 /// 64-byte aligned and the line is inside the output.
 pub(crate) fn line(b: &mut FunctionBuilder<'_>, a: Value, v: [Value; 4]) {
-    let mut sig = Signature::new(CallConv::PreserveAll);
-    sig.params = vec![AbiParam::new(types::I64)];
-    sig.params.extend([AbiParam::new(types::I8X16); 4]);
-    let sig = b.import_signature(sig);
-    let f: unsafe extern "C" fn() = stream_line;
-    let callee = b.ins().iconst(types::I64, f as usize as i64);
     let mut args = vec![a];
     args.extend(v);
-    b.ins().call_indirect(sig, callee, &args);
+    crate::host_f16::call(b, stream_line, &args);
 }
 
 /// `movntdq` of `xmm0..xmm3` to the 64 bytes at `rdi`. Called under

@@ -17,7 +17,10 @@
 //! words along N (AWQ) a word column of 8 rows at a time (each word loaded once,
 //! its 8 fields split by byte shuffles, 8 tables in a stack slot), the words of a
 //! call's columns first staged in memory order into a buffer, a column's side by
-//! side ([`STAGE_WORDS`] by [`STAGE_INPUTS`]). Other widths, f32 outputs and
+//! side ([`STAGE_WORDS`] by [`STAGE_INPUTS`]). Where every row of a 16-bit
+//! output starts on a 64-byte line, both write whole lines (32 inputs from a
+//! multiple of 32) with non-temporal stores (`host_store`), the inputs before and
+//! after 8 at a time with plain stores. Other widths, f32 outputs and
 //! per-input group indices take the formula `f32(q - z) * s` in F32X4 lanes (or
 //! one input at a time),
 //! rounded to f16/bf16 by integer round-to-nearest-even: the bits of

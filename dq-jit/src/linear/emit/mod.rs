@@ -6,6 +6,9 @@
 //!   columns (4-bit along N -> 16-bit, groups by size; `columns`): word columns of
 //!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows;
 //!          words side by side (AWQ) first staged by column (`stage`)
+//!   stream (quads and staged columns, rows starting on a 64-byte line): per run,
+//!          8 inputs a step up to a multiple of 32, then 32 (a non-temporal line
+//!          a row), then 8 (`streamed_run`)
 //!   quads  (4-bit along K, row stride one word -> 16-bit, groups by size; `quads`):
 //!          4 rows at once, 32 inputs a step; the last rows by rows
 //!   rows:  n in n0..n1           row bases (output row, word row or column, field shift)
@@ -238,22 +241,31 @@ impl Emit<'_, '_> {
         self.b.ins().shuffle(a, b, imm)
     }
 
-    /// Opens `while v < end` (unsigned): a new head block tests it, and the body is
-    /// where this leaves the builder. Returns `v`'s value there, the head (to jump
-    /// back to) and the exit (to switch to after the body).
-    fn while_below(&mut self, v: Variable, end: Value) -> (Value, Block, Block) {
-        let (head, body, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
+    /// Opens `while test(v)`: a new head block tests it, and the body is where
+    /// this leaves the builder. Returns `v`'s value there, the head (to jump back
+    /// to) and the exit (`exit`, or a new block) to switch to after the body.
+    fn open_loop(
+        &mut self,
+        v: Variable,
+        exit: Option<Block>,
+        test: impl FnOnce(&mut Self, Value) -> Value,
+    ) -> (Value, Block, Block) {
+        let (head, body) = (self.b.create_block(), self.b.create_block());
+        let exit = exit.unwrap_or_else(|| self.b.create_block());
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(head);
         let x = self.b.use_var(v);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, x, end);
+        let more = test(self, x);
         self.b.ins().brif(more, body, &[], exit, &[]);
         self.b.switch_to_block(body);
         (x, head, exit)
+    }
+
+    /// Opens `while v < end` (unsigned), as [`open_loop`](Self::open_loop).
+    fn while_below(&mut self, v: Variable, end: Value) -> (Value, Block, Block) {
+        self.open_loop(v, None, |e, x| {
+            e.b.ins().icmp(IntCC::UnsignedLessThan, x, end)
+        })
     }
 
     /// The group of input `k` (groups of `gs` inputs) and the end of its run
@@ -284,15 +296,11 @@ impl Emit<'_, '_> {
         end: Value,
         exit: Block,
     ) -> (Value, Value, Block) {
-        let (head, body) = (self.b.create_block(), self.b.create_block());
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let x = self.b.use_var(v);
-        let xe = self.b.ins().iadd_imm_s(x, step);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, xe, end);
-        self.b.ins().brif(fits, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
-        (x, xe, head)
+        let (x, head, _) = self.open_loop(v, Some(exit), |e, x| {
+            let xe = e.b.ins().iadd_imm_s(x, step);
+            e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, xe, end)
+        });
+        (x, self.b.ins().iadd_imm_s(x, step), head)
     }
 
     /// A run `k..end` streamed (rows start on a 64-byte line): `narrow` steps of
@@ -305,22 +313,15 @@ impl Emit<'_, '_> {
         narrow: &mut dyn FnMut(&mut Self, Value),
         line: &mut dyn FnMut(&mut Self, Value),
     ) {
-        let (head, body, exit) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().jump(head, &[]);
-        self.b.switch_to_block(head);
-        let kv = self.b.use_var(k);
-        let ke = self.b.ins().iadd_imm_s(kv, 8);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-        let r = self.b.ins().band_imm_s(kv, 31);
-        let before = self.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
-        let go = self.b.ins().band(fits, before);
-        self.b.ins().brif(go, body, &[], exit, &[]);
-        self.b.switch_to_block(body);
+        let (kv, head, exit) = self.open_loop(k, None, |e, kv| {
+            let ke = e.b.ins().iadd_imm_s(kv, 8);
+            let fits = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+            let r = e.b.ins().band_imm_s(kv, 31);
+            let before = e.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+            e.b.ins().band(fits, before)
+        });
         narrow(self, kv);
+        let ke = self.b.ins().iadd_imm_s(kv, 8);
         self.b.def_var(k, ke);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
