@@ -12,35 +12,24 @@
 mod timing;
 
 use dq_runtime::linear::{Groups, Linear, Packed, Packing, ScaleType, Scales};
+use dq_runtime::rng::Rng;
 use half::bf16;
 
 const K: usize = 4096;
 const N: usize = 11008;
 const GROUP: usize = 128;
 
-fn bytes(n: usize, state: &mut u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            *state ^= *state << 13;
-            *state ^= *state >> 7;
-            *state ^= *state << 17;
-            *state as u8
-        })
-        .collect()
-}
-
 fn main() {
     let reps: usize = std::env::args()
         .nth(1)
         .map_or(11, |a| a.parse().expect("REPS"));
     let g = K / GROUP;
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let words = bytes(K * N / 2, &mut state);
-    let zeros = bytes(g * N / 2, &mut state);
+    let mut rng = Rng::new(7);
+    let words = rng.bytes(K * N / 2);
+    let zeros = rng.bytes(g * N / 2);
     // f16 scales in [2^-10, 2^-7).
-    let scales: Vec<u8> = bytes(g * N * 2, &mut state)
-        .chunks_exact(2)
-        .flat_map(|c| (0x1800u16 + u16::from_le_bytes([c[0], c[1]]) % 0xc00).to_le_bytes())
+    let scales: Vec<u8> = (0..g * N)
+        .flat_map(|_| (0x1800 + rng.below(0xc00) as u16).to_le_bytes())
         .collect();
     let awq = Packing::Outer {
         order: [0, 4, 1, 5, 2, 6, 3, 7],

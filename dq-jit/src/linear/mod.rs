@@ -435,14 +435,12 @@ impl LinearJit {
             Packing::Outer { .. } => (q.per_word(), q.per_word() * TILE_WORDS, CHUNK),
         };
         // The stage of a call's word columns.
-        let mut stage = vec![
-            0u32;
-            if staged {
-                STAGE_WORDS * STAGE_INPUTS
-            } else {
-                0
-            }
-        ];
+        let stage_words = if staged {
+            STAGE_WORDS * STAGE_INPUTS
+        } else {
+            0
+        };
+        let mut stage = vec![0u32; stage_words];
         let mut args = Args {
             words: q.words.as_ptr(),
             zeros: l.zeros().map_or(core::ptr::null(), |z| z.words.as_ptr()),
@@ -474,8 +472,7 @@ impl LinearJit {
             // starts on a 64-byte line (checked above), and the function streams
             // only the outputs of inputs `k..k + 32`, `k` a multiple of 32 and
             // `k + 32 <= K`: whole lines of `out`; the function touches no other
-            // memory than
-            // those views, the stage and its stack.
+            // memory than those views, the stage and its stack.
             unsafe { kernel.call(&args) };
         }
         if shape.stream {

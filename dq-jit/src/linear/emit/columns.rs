@@ -21,11 +21,6 @@ pub(super) fn by_columns(s: &Shape) -> bool {
 impl Emit<'_, '_> {
     // ---- word columns (4-bit along N into 16-bit outputs) -------------------------
 
-    /// True when rows are done a word column at a time ([`by_columns`]).
-    pub(super) fn by_columns(&self) -> bool {
-        by_columns(self.s)
-    }
-
     /// Rows `n0..n1` by word columns: the columns wholly inside by [`column`]
     /// (Self::column), the partial ones at the ends row by row.
     pub(super) fn columns(&mut self, n0: Value, n1: Value, k0: Value) {
@@ -34,7 +29,7 @@ impl Emit<'_, '_> {
         let c = self.var(types::I64, c0);
         let last = self.b.ins().iadd_imm_s(n1, w as i64 - 1);
         let c1 = self.div_c(last, w);
-        let staged = self.staged();
+        let staged = super::stages(self.s);
         if staged {
             self.stage(c0, c1, k0);
         }
@@ -90,22 +85,20 @@ impl Emit<'_, '_> {
         let (zs, ss) = self.column_params(nb, g);
         self.tables(&zs, &ss, w, 0);
         let tail = self.b.create_block();
+        let src = (words, step);
         if self.s.stream {
-            let src = (words, step);
             self.streamed_run(
                 (k, end),
+                tail,
                 &mut |e, kv| e.column_step(src, out, kv, 8),
                 &mut |e, kv| e.column_step(src, out, kv, 32),
             );
-            self.b.ins().jump(tail, &[]);
         } else {
-            let (kv, ke, vhead) = self.while_fits(k, 16, end, tail);
-            self.column_step((words, step), out, kv, 16);
-            self.b.def_var(k, ke);
-            self.b.ins().jump(vhead, &[]);
+            self.step_loop((k, end), 16, tail, &mut |e, kv| {
+                e.column_step(src, out, kv, 16)
+            });
         }
         // The rest one input at a time: one word, 8 rows.
-        self.b.switch_to_block(tail);
         let (kv, thead, done) = self.while_below(k, end);
         let word = self.word_at(words, kv, step);
         let o = self.b.ins().ishl_imm_s(kv, 1);
@@ -113,9 +106,8 @@ impl Emit<'_, '_> {
         for (j, &f) in order.iter().enumerate() {
             let sh = self.i32c(4 * i64::from(f));
             let c = self.field(word, sh, 4);
-            let ro = self.i64c((j * row_bytes) as i64);
-            let ra = self.b.ins().iadd(oa, ro);
-            self.lookup1(c, 64 * j as i32, ra, 0);
+            let (ra, ro) = self.offset(oa, j * row_bytes);
+            self.lookup1(c, 64 * j as i32, ra, ro);
         }
         self.next_one(k, kv, thead, done);
         self.b.ins().jump(head, &[]);
@@ -182,13 +174,8 @@ impl Emit<'_, '_> {
                 let addr = self.b.ins().iadd(self.p.zeros, off);
                 let word = self.b.ins().load(types::I32, mem(), addr, 0);
                 let x = self.b.ins().scalar_to_vector(types::I32X4, word);
-                let lo = self.and_c(x, 0x0f0f_0f0f);
-                let hi = self.ushr(x, 4);
-                let hi = self.and_c(hi, 0x0f0f_0f0f);
-                let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
-                let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
                 // Byte f: field f of the word.
-                let fields = self.shuffle(lo, hi, super::LO_BYTES);
+                let [fields, _] = self.nibble_codes(x);
                 let d = z.offset.wrapping_sub(self.s.weights.offset) as u32;
                 std::array::from_fn(|h| {
                     let pick: [u8; 16] = std::array::from_fn(|i| {

@@ -56,10 +56,9 @@ use crate::lane_math::{Bin, LaneMath};
 use crate::translate::{lanes, mem};
 
 /// Byte shuffle interleaving the low 8 bytes of `a` and `b` (`punpcklbw`).
-pub(super) const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
+const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
 /// Byte shuffle interleaving the high 8 bytes of `a` and `b` (`punpckhbw`).
-pub(super) const HI_BYTES: [u8; 16] =
-    [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
+const HI_BYTES: [u8; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
 
 /// Builds the function of `shape` (not compiled).
 pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Function {
@@ -101,9 +100,9 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Func
         first,
         host_f16,
     };
-    if e.by_columns() {
+    if columns::by_columns(shape) {
         e.columns(n0, n1, k0);
-    } else if e.by_quads() {
+    } else if quads::by_quads(shape) {
         e.quads(n0, n1, k0);
     } else {
         e.rows(n0, n1, k0);
@@ -306,10 +305,11 @@ impl Emit<'_, '_> {
     /// A run `k..end` streamed (rows start on a 64-byte line): `narrow` steps of
     /// 8 inputs (plain stores) up to a multiple of 32, `line` steps of 32 (one
     /// non-temporal line a row) while they fit, then `narrow` steps while they
-    /// fit; `k` ends at the first input left.
+    /// fit; `k` ends at the first input left, and the builder at `done`.
     fn streamed_run(
         &mut self,
         (k, end): (Variable, Value),
+        done: Block,
         narrow: &mut dyn FnMut(&mut Self, Value),
         line: &mut dyn FnMut(&mut Self, Value),
     ) {
@@ -325,18 +325,25 @@ impl Emit<'_, '_> {
         self.b.def_var(k, ke);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
-        for step in [32, 8] {
-            let done = self.b.create_block();
-            let (kv, ke, head) = self.while_fits(k, step, end, done);
-            if step == 32 {
-                line(self, kv);
-            } else {
-                narrow(self, kv);
-            }
-            self.b.def_var(k, ke);
-            self.b.ins().jump(head, &[]);
-            self.b.switch_to_block(done);
-        }
+        let lines = self.b.create_block();
+        self.step_loop((k, end), 32, lines, line);
+        self.step_loop((k, end), 8, done, narrow);
+    }
+
+    /// `while k + step <= end { body(k); k += step }` (unsigned), then on at
+    /// `exit`, where this leaves the builder.
+    fn step_loop(
+        &mut self,
+        (k, end): (Variable, Value),
+        step: i64,
+        exit: Block,
+        body: &mut dyn FnMut(&mut Self, Value),
+    ) {
+        let (kv, ke, head) = self.while_fits(k, step, end, exit);
+        body(self, kv);
+        self.b.def_var(k, ke);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(exit);
     }
 
     /// Continues where `v % align == 0` (a power of two), else jumps to `other`.

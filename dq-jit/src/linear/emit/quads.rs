@@ -29,11 +29,6 @@ pub(super) fn by_quads(s: &Shape) -> bool {
 }
 
 impl Emit<'_, '_> {
-    /// True when rows go four at a time ([`by_quads`]).
-    pub(super) fn by_quads(&self) -> bool {
-        by_quads(self.s)
-    }
-
     /// Rows `n0..n1`: blocks of four by [`quad`](Self::quad), the last few row by row.
     pub(super) fn quads(&mut self, n0: Value, n1: Value, k0: Value) {
         let n = self.var(types::I64, n0);
@@ -69,17 +64,15 @@ impl Emit<'_, '_> {
         if self.s.stream {
             self.streamed_run(
                 (k, end),
+                tail,
                 &mut |e, kv| e.quad_word(&rows, kv, &tabs),
                 &mut |e, kv| e.quad_step(&rows, kv, &tabs, true),
             );
-            self.b.ins().jump(tail, &[]);
         } else {
-            let (kv, ke, vhead) = self.while_fits(k, 32, end, tail);
-            self.quad_step(&rows, kv, &tabs, false);
-            self.b.def_var(k, ke);
-            self.b.ins().jump(vhead, &[]);
+            self.step_loop((k, end), 32, tail, &mut |e, kv| {
+                e.quad_step(&rows, kv, &tabs, false)
+            });
         }
-        self.b.switch_to_block(tail);
         let kt = self.b.use_var(k);
         for (j, row) in rows.iter().enumerate() {
             self.b.def_var(k, kt);
@@ -138,12 +131,7 @@ impl Emit<'_, '_> {
             let l = j as u8;
             let xj = self.shuffle(x, x, lanes32([l; 4]));
             let xj = self.b.ins().bitcast(types::I32X4, lanes(), xj);
-            let lo = self.and_c(xj, 0x0f0f_0f0f);
-            let hi = self.ushr(xj, 4);
-            let hi = self.and_c(hi, 0x0f0f_0f0f);
-            let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
-            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-            let c = self.shuffle(lo, hi, super::LO_BYTES);
+            let [c, _] = self.nibble_codes(xj);
             let [y, _] = self.lookup16v(t, c);
             let oa = self.b.ins().iadd(row.out, o);
             self.b.ins().store(mem(), y, oa, 0);
@@ -162,19 +150,8 @@ impl Emit<'_, '_> {
         let step = self.s.weights.col_stride.wrapping_mul(4);
         let kw = self.b.ins().ushr_imm_s(k, 3);
         let a = self.strided(rows[0].words, kw, step);
-        // v[i]: word k / 8 + i of each of the four rows (16 bytes).
-        let v: [Value; 4] = std::array::from_fn(|i| {
-            let off = step.wrapping_mul(i);
-            let (addr, off) = match i32::try_from(off) {
-                Ok(off) => (a, off),
-                Err(_) => {
-                    let c = self.i64c(off as i64);
-                    (self.b.ins().iadd(a, c), 0)
-                }
-            };
-            self.b.ins().load(types::I8X16, mem(), addr, off)
-        });
-        let r = self.transpose4(v);
+        // r[j]: words k / 8 .. k / 8 + 4 of row j.
+        let r = self.load_transposed(a, step);
         let o = self.mul_c(k, 2);
         for j in 0..ROWS {
             let x = self.b.ins().bitcast(types::I32X4, lanes(), r[j]);

@@ -116,16 +116,12 @@ impl Emit<'_, '_> {
         let tail = self.b.create_block();
         let kv = self.b.use_var(k);
         self.if_aligned(kv, align, tail);
-        let (kv, ke, head) = self.while_fits(k, step, end, tail);
-        match (q.packing, tab) {
-            (Packing::Inner, Some(t)) => self.lut_inner(row, kv, t),
-            (Packing::Outer { .. }, Some(t)) => self.lut_outer(row, kv, t),
-            (_, None) => self.formula_step(row, kv, z, s),
-        }
-        self.b.def_var(k, ke);
-        self.b.ins().jump(head, &[]);
+        self.step_loop((k, end), step, tail, &mut |e, kv| match (q.packing, tab) {
+            (Packing::Inner, Some(t)) => e.lut_inner(row, kv, t),
+            (Packing::Outer { .. }, Some(t)) => e.lut_outer(row, kv, t),
+            (_, None) => e.formula_step(row, kv, z, s),
+        });
         // One at a time.
-        self.b.switch_to_block(tail);
         let (kv, thead, done) = self.while_below(k, end);
         let c = self.code1(row, kv);
         let o = self.mul_c(kv, self.osz());
@@ -154,11 +150,46 @@ impl Emit<'_, '_> {
         [self.shuffle(l, h, LO_BYTES), self.shuffle(l, h, HI_BYTES)]
     }
 
-    /// Byte address `base + i * step` plus `j * step` for a small `j`, as an
-    /// address and an immediate offset where it fits.
+    /// Byte address `base + i * step` (I64 `i`).
     pub(super) fn strided(&mut self, base: Value, i: Value, step: usize) -> Value {
         let off = self.mul_c(i, step);
         self.b.ins().iadd(base, off)
+    }
+
+    /// `a + off` as an address and an immediate offset where `off` fits one.
+    pub(super) fn offset(&mut self, a: Value, off: usize) -> (Value, i32) {
+        match i32::try_from(off) {
+            Ok(off) => (a, off),
+            Err(_) => {
+                let c = self.i64c(off as i64);
+                (self.b.ins().iadd(a, c), 0)
+            }
+        }
+    }
+
+    /// The four 16-byte vectors at `a`, `a + step`, `a + 2 step`, `a + 3 step`,
+    /// transposed by I32 lanes ([`transpose4`](Self::transpose4)): lane `j` of
+    /// result `i` is the word at `a + j step + 4 i`.
+    pub(super) fn load_transposed(&mut self, a: Value, step: usize) -> [Value; 4] {
+        let v = std::array::from_fn(|i| {
+            let (addr, off) = self.offset(a, step.wrapping_mul(i));
+            self.b.ins().load(types::I8X16, mem(), addr, off)
+        });
+        self.transpose4(v)
+    }
+
+    /// The 4-bit fields of the words in `x` (I32X4), a byte each, in order:
+    /// the fields of words 0 and 1, then of words 2 and 3 (two I8X16).
+    pub(super) fn nibble_codes(&mut self, x: Value) -> [Value; 2] {
+        let lo = self.and_c(x, 0x0f0f_0f0f);
+        let hi = self.ushr(x, 4);
+        let hi = self.and_c(hi, 0x0f0f_0f0f);
+        let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
+        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+        [
+            self.shuffle(lo, hi, LO_BYTES),
+            self.shuffle(lo, hi, HI_BYTES),
+        ]
     }
 
     /// Load `count` words `stride` bytes apart from `a` into I32X4 vectors.
@@ -169,16 +200,10 @@ impl Emit<'_, '_> {
                 .map(|i| self.b.ins().load(types::I32X4, mem(), a, 16 * i as i32))
                 .collect();
         }
-        let fits = i32::try_from(stride.wrapping_mul(count)).is_ok();
         let mut out = Vec::new();
         let mut v = None;
         for j in 0..count {
-            let (addr, off) = if fits {
-                (a, stride.wrapping_mul(j) as i32)
-            } else {
-                let o = self.i64c(stride.wrapping_mul(j) as i64);
-                (self.b.ins().iadd(a, o), 0)
-            };
+            let (addr, off) = self.offset(a, stride.wrapping_mul(j));
             let x = self.b.ins().load(types::I32, mem(), addr, off);
             v = Some(match v {
                 None => self.b.ins().scalar_to_vector(types::I32X4, x),
@@ -207,13 +232,7 @@ impl Emit<'_, '_> {
     /// table, stored from byte address `oa`.
     /// `stream`: one non-temporal line (`oa` 64-byte aligned).
     pub(super) fn lut_words(&mut self, x: Value, oa: Value, t: (Value, Value), stream: bool) {
-        let lo = self.and_c(x, 0x0f0f_0f0f);
-        let hi = self.ushr(x, 4);
-        let hi = self.and_c(hi, 0x0f0f_0f0f);
-        let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
-        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-        let c0 = self.shuffle(lo, hi, LO_BYTES);
-        let c1 = self.shuffle(lo, hi, HI_BYTES);
+        let [c0, c1] = self.nibble_codes(x);
         if stream {
             let [a, b] = self.lookup16v(t, c0);
             let [c, d] = self.lookup16v(t, c1);
@@ -258,12 +277,7 @@ impl Emit<'_, '_> {
                 let bytes = if q.bits == 8 {
                     self.b.ins().bitcast(types::I8X16, lanes(), x)
                 } else {
-                    let lo = self.and_c(x, 0x0f0f_0f0f);
-                    let hi = self.ushr(x, 4);
-                    let hi = self.and_c(hi, 0x0f0f_0f0f);
-                    let lo = self.b.ins().bitcast(types::I8X16, lanes(), lo);
-                    let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-                    self.shuffle(lo, hi, LO_BYTES)
+                    self.nibble_codes(x)[0]
                 };
                 let h = self.b.ins().uwiden_low(bytes);
                 let a = self.b.ins().uwiden_low(h);

@@ -18,11 +18,6 @@ pub(in crate::linear) fn stages(s: &Shape) -> bool {
 }
 
 impl Emit<'_, '_> {
-    /// True when a tile's word columns are staged ([`stages`]).
-    pub(super) fn staged(&self) -> bool {
-        stages(self.s)
-    }
-
     /// Byte address of staged word `(k, c)`: column `c - c0` at `STAGE_INPUTS`
     /// words a column, input `k - k0` in it.
     pub(super) fn staged_column(&mut self, c: Value, c0: Value, k0: Value) -> Value {
@@ -45,11 +40,7 @@ impl Emit<'_, '_> {
         let crest = self.b.create_block();
         let (cv, cn, chead) = self.while_fits(c, 4, c1, crest);
         let src = self.word_addr(kv, cv);
-        let v: [Value; 4] = std::array::from_fn(|i| {
-            let (a, off) = self.offset(src, cs.wrapping_mul(i));
-            self.b.ins().load(types::I8X16, mem(), a, off)
-        });
-        let t = self.transpose4(v);
+        let t = self.load_transposed(src, cs);
         let col = self.staged_column(cv, c0, k0);
         let dst = self.strided(col, kv, 4);
         for (j, x) in t.into_iter().enumerate() {
@@ -82,17 +73,6 @@ impl Emit<'_, '_> {
         let cs = self.s.weights.col_stride.wrapping_mul(4);
         let a = self.strided(self.p.words, k, cs);
         self.strided(a, c, 4)
-    }
-
-    /// `a + off` as an address and an immediate offset where `off` fits one.
-    pub(super) fn offset(&mut self, a: Value, off: usize) -> (Value, i32) {
-        match i32::try_from(off) {
-            Ok(off) => (a, off),
-            Err(_) => {
-                let c = self.i64c(off as i64);
-                (self.b.ins().iadd(a, c), 0)
-            }
-        }
     }
 
     /// Copies word `(k, c)` to the stage.
