@@ -6,7 +6,11 @@
 //! lines, and row ranges, into outputs that end at a guard page (a line written
 //! past the end faults) or start right after one; bit for bit against the
 //! generated driver and the same JIT with streaming off, and every run counted as
-//! streamed. An output 16 bytes past a line is not streamed.
+//! streamed. Rows that start 16, 32 or 48 bytes into a line stream too where the
+//! words lie along N and groups are whole lines (a line across two groups is
+//! looked up with both groups' tables): those outputs sit between sentinel bytes
+//! (a line written across either end changes them) next to a guard page. Other
+//! outputs off a line are not streamed.
 
 mod support;
 
@@ -91,19 +95,36 @@ impl Case {
 }
 
 /// Rows `rows` of `l` as `T` bits through `jit` into a buffer fenced by a guard
-/// page as `guard` says (its `len` bytes a whole number of lines: page-aligned at
-/// the guard's side, so every row starts on a line).
+/// page as `guard` says, starting `skew` bytes (under 64) into a line: the output
+/// lies between `skew` sentinel bytes before and `64 - skew` after (none where
+/// `skew` is 0), which must come back unchanged, and the buffer (a whole number
+/// of lines) is page-aligned at the guard's side.
 fn run<T: Out + bytemuck::Pod>(
     jit: &LinearJit,
     l: &Linear<'_>,
     rows: std::ops::Range<usize>,
-    guard: Guard,
+    (guard, skew): (Guard, usize),
 ) -> Vec<u8> {
+    const SENTINEL: u8 = 0xa5;
     let len = rows.len() * l.k() * size_of::<T>();
-    let mut buf = GuardBuf::new(&vec![0u8; len], guard);
-    let out: &mut [T] = bytemuck::cast_slice_mut(buf.as_mut_slice());
+    let after = if skew == 0 { 0 } else { 64 - skew };
+    let mut buf = GuardBuf::new(&vec![SENTINEL; skew + len + after], guard);
+    let out: &mut [T] = bytemuck::cast_slice_mut(&mut buf.as_mut_slice()[skew..skew + len]);
+    assert_eq!(
+        out.as_ptr() as usize % 64,
+        skew,
+        "the output's offset into a line"
+    );
     jit.run(l, rows, out).unwrap();
-    buf.as_slice().to_vec()
+    let all = buf.as_slice();
+    assert!(
+        all[..skew]
+            .iter()
+            .chain(&all[skew + len..])
+            .all(|&b| b == SENTINEL),
+        "a byte outside the output written"
+    );
+    all[skew..skew + len].to_vec()
 }
 
 /// Rows `rows` of `l` as `T` bits through the generated driver.
@@ -134,17 +155,25 @@ fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
         );
         let want = generated::<T>(&l, rows.clone());
         for guard in [Guard::After, Guard::Before] {
-            let before = streaming.stats().streamed;
-            let got = run::<T>(&streaming, &l, rows.clone(), guard);
-            assert_eq!(
-                streaming.stats().streamed,
-                before + 1,
-                "{what}: not streamed"
-            );
-            assert!(got == want, "{what}: streamed output differs");
+            for skew in [0, 16, 32, 48] {
+                // Rows off a line stream where words lie along N and groups
+                // are whole lines.
+                let streams = skew == 0 || (case.awq && case.size.is_multiple_of(32));
+                let before = streaming.stats().streamed;
+                let got = run::<T>(&streaming, &l, rows.clone(), (guard, skew));
+                assert_eq!(
+                    streaming.stats().streamed,
+                    before + u64::from(streams),
+                    "{what}: {skew} bytes into a line: streamed {streams} expected"
+                );
+                assert!(
+                    got == want,
+                    "{what}: {skew} bytes into a line: output differs"
+                );
+            }
         }
         assert!(
-            run::<T>(&plain, &l, rows.clone(), Guard::After) == want,
+            run::<T>(&plain, &l, rows.clone(), (Guard::After, 16)) == want,
             "{what}: plain output differs"
         );
     }
@@ -159,23 +188,32 @@ fn streamed_lines_equal_the_generated_driver() {
 }
 
 #[test]
-fn an_output_off_its_lines_is_not_streamed() {
+fn outputs_off_their_lines() {
     let mut rng = Rng::new(5);
-    let case = random_case(&mut rng);
-    let l = case.linear();
-    let jit = LinearJit::new();
-    let len = case.n * case.k;
-    let mut buf = vec![bf16::ZERO; len + 64];
-    let line = (64 - buf.as_ptr() as usize % 64) % 64 / 2;
-    // 16 bytes past a line.
-    let out = &mut buf[line + 8..line + 8 + len];
-    jit.run(&l, 0..case.n, out).unwrap();
-    assert_eq!(jit.stats().streamed, 0);
-    let want = generated::<bf16>(&l, 0..case.n);
-    assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
-    // From the line itself it streams.
-    let out = &mut buf[line..line + len];
-    jit.run(&l, 0..case.n, out).unwrap();
-    assert_eq!(jit.stats().streamed, 1);
-    assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+    let mut case = random_case(&mut rng);
+    case.size = case.k;
+    for awq in [true, false] {
+        case.awq = awq;
+        let l = case.linear();
+        let jit = LinearJit::new();
+        let want = generated::<bf16>(&l, 0..case.n);
+        let len = case.n * case.k;
+        let mut buf = vec![bf16::ZERO; len + 64];
+        let line = (64 - buf.as_ptr() as usize % 64) % 64 / 2;
+        // 16 bytes past a line: streamed by AWQ's word columns only.
+        let out = &mut buf[line + 8..line + 8 + len];
+        jit.run(&l, 0..case.n, out).unwrap();
+        assert_eq!(jit.stats().streamed, u64::from(awq), "AWQ {awq}");
+        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+        // 2 bytes past one: never.
+        let out = &mut buf[line + 1..line + 1 + len];
+        jit.run(&l, 0..case.n, out).unwrap();
+        assert_eq!(jit.stats().streamed, u64::from(awq), "AWQ {awq}");
+        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+        // From the line itself, always.
+        let out = &mut buf[line..line + len];
+        jit.run(&l, 0..case.n, out).unwrap();
+        assert_eq!(jit.stats().streamed, 1 + u64::from(awq), "AWQ {awq}");
+        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+    }
 }

@@ -147,10 +147,24 @@ pub struct Shape {
     groups: GroupMode,
     k: usize,
     out: DType,
-    /// Every row of the output starts on a 64-byte line, and vector steps write
-    /// whole lines (32 inputs from a multiple of 32) with non-temporal stores
-    /// (see [`LinearJit::run`]).
-    stream: bool,
+    /// How the 16-bit output rows are written (see [`LinearJit::run`]).
+    store: Store,
+}
+
+/// How a function writes its output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Store {
+    /// Plain stores.
+    Plain,
+    /// Every row starts on a 64-byte line, and vector steps write whole lines
+    /// (32 inputs from a multiple of 32) with non-temporal stores.
+    Lines,
+    /// Every row starts this many bytes (16, 32 or 48) into a line (row bytes a
+    /// multiple of 64), and staged word columns write whole lines with
+    /// non-temporal stores, a line across two groups looked up with both
+    /// groups' tables; the partial lines at the call's first and last inputs
+    /// with plain stores.
+    Skewed(u8),
 }
 
 impl Shape {
@@ -168,7 +182,7 @@ impl Shape {
             },
             k: l.k(),
             out,
-            stream: false,
+            store: Store::Plain,
         }
     }
 }
@@ -226,7 +240,9 @@ impl LinearKernel {
     /// `(n1 - first) * K` elements of the shape's output type; where the shape
     /// stages word columns ([`emit::stages`]), `stage` valid for writing and
     /// reading `STAGE_WORDS * STAGE_INPUTS` words, rows `n0..n1` within
-    /// `STAGE_WORDS` word columns and `k1 - k0 <= STAGE_INPUTS`.
+    /// `STAGE_WORDS` word columns and `k1 - k0 <= STAGE_INPUTS`; where it
+    /// stores [`Store::Lines`], every row of `out` starting on a 64-byte line;
+    /// where [`Store::Skewed`], every row at its offset into one.
     unsafe fn call(&self, args: &Args) {
         // SAFETY: the code was built for `LinearFn` by `emit::build` (one pointer
         // parameter, no result) and lives as long as `self.code`.
@@ -415,15 +431,19 @@ impl LinearJit {
         if out.is_empty() {
             return Ok(());
         }
-        // Whole lines streamed where every row starts on a 64-byte line. (Rows
-        // whose lines start elsewhere were measured slower streamed, their line
-        // grid crossing the groups' runs: GPTQ 10.9-11.1 ms against 8.1-8.3.)
+        // Whole lines streamed where every row starts at the same 16-byte offset
+        // into a line: from its start (quads, staged columns), or elsewhere
+        // (staged columns whose groups are whole lines). (Quads whose lines
+        // start elsewhere were measured slower streamed with plain stores where
+        // lines cross the groups' runs: GPTQ 10.9-11.1 ms against 8.1-8.3.)
         let mut shape = Shape::of(l, T::OUT);
         let row_bytes = k * size_of::<T>();
-        shape.stream = self.stream
-            && emit::can_stream(&shape)
-            && (out.as_ptr() as usize).is_multiple_of(64)
-            && row_bytes.is_multiple_of(64);
+        let at = out.as_ptr() as usize % 64;
+        shape.store = match (self.stream && row_bytes.is_multiple_of(64), at) {
+            (true, 0) if emit::can_stream(&shape) => Store::Lines,
+            (true, 16 | 32 | 48) if emit::can_skew(&shape) => Store::Skewed(at as u8),
+            _ => Store::Plain,
+        };
         let kernel = self.kernel_of(shape)?;
         let q = l.weights();
         let staged = emit::stages(kernel.shape());
@@ -457,7 +477,12 @@ impl LinearJit {
             k1: 0,
             first: rows.start,
         };
-        for (n, ks) in calls(rows, align, tile, k, chunk) {
+        // Skewed: calls end where lines do, so no line is split between two.
+        let shift = match shape.store {
+            Store::Skewed(at) => usize::from(at) / size_of::<T>(),
+            _ => 0,
+        };
+        for (n, ks) in calls(rows, align, tile, k, (chunk, shift)) {
             (args.n0, args.n1, args.k0, args.k1) = (n.start, n.end, ks.start, ks.end);
             // SAFETY: `l` was validated by `Linear::new` (every view's index of
             // rows 0..N and inputs 0..K, and every group the map names, lies inside
@@ -469,13 +494,13 @@ impl LinearJit {
             // STAGE_INPUTS` words and is ours, and the call's rows span at most
             // `STAGE_WORDS` word columns (a tile starts at a word's first row) and
             // `STAGE_INPUTS` inputs; where the shape streams, every row of `out`
-            // starts on a 64-byte line (checked above), and the function streams
-            // only the outputs of inputs `k..k + 32`, `k` a multiple of 32 and
-            // `k + 32 <= K`: whole lines of `out`; the function touches no other
-            // memory than those views, the stage and its stack.
+            // starts at the offset into a line the shape names (checked above),
+            // and the function streams only whole lines of the call's outputs;
+            // the function touches no other memory than those views, the stage
+            // and its stack.
             unsafe { kernel.call(&args) };
         }
-        if shape.stream {
+        if shape.store != Store::Plain {
             // The non-temporal stores before any later store, such as the one
             // that tells another thread the output is ready.
             dq_runtime::arch::stream_fence();
@@ -486,23 +511,28 @@ impl LinearJit {
 }
 
 /// The calls of a run over `rows`: tiles of `tile` rows (the first from a
-/// multiple of `align`) by chunks of `chunk` of the `k` inputs.
+/// multiple of `align`) by chunks of at most `chunk` of the `k` inputs, ending
+/// `shift` (under `chunk`) before multiples of `chunk`, and at `k`.
 fn calls(
     rows: Range<usize>,
     align: usize,
     tile: usize,
     k: usize,
-    chunk: usize,
+    (chunk, shift): (usize, usize),
 ) -> impl Iterator<Item = (Range<usize>, Range<usize>)> {
     let end = rows.end;
     let tiles = std::iter::successors(Some(rows.start), move |&s| {
         Some(s - s % align + tile).filter(|&e| e < end)
     })
     .map(move |s| s..(s - s % align + tile).min(end));
+    let starts = std::iter::once(0).chain((chunk - shift..k).step_by(chunk));
     tiles.flat_map(move |n| {
-        (0..k)
-            .step_by(chunk)
-            .map(move |k0| (n.clone(), k0..(k0 + chunk).min(k)))
+        starts.clone().map(move |k0| {
+            (
+                n.clone(),
+                k0..((k0 + shift) / chunk * chunk + chunk - shift).min(k),
+            )
+        })
     })
 }
 

@@ -40,14 +40,22 @@ mod stage;
 pub(super) use stage::stages;
 
 /// True when functions of `s` can write whole output lines with non-temporal
-/// stores (`Shape::stream`): rows four at a time or staged word columns.
+/// stores (`Shape::store`): rows four at a time or staged word columns.
 pub(super) fn can_stream(s: &Shape) -> bool {
     quads::by_quads(s) || stages(s)
+}
+
+/// True when functions of `s` can stream whole lines of rows that start at a
+/// 16-byte offset into a line (`Store::Skewed`): staged word columns whose
+/// groups are whole lines (a multiple of 32 inputs), so that a line crosses at
+/// most one group's end.
+pub(super) fn can_skew(s: &Shape) -> bool {
+    stages(s) && matches!(s.groups, super::GroupMode::Size(g) if g.is_multiple_of(32))
 }
 mod tables;
 mod values;
 
-use super::{Args, PackShape, Shape};
+use super::{Args, PackShape, Shape, Store};
 
 // `rows` (row by row), `columns` (AWQ word columns), `values` (zero points,
 // scales, the formula, output bits): `impl Emit` blocks by concern.
@@ -86,8 +94,17 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Func
     let k0 = field(&mut b, std::mem::offset_of!(Args, k0));
     let k1 = field(&mut b, std::mem::offset_of!(Args, k1));
     let first = field(&mut b, std::mem::offset_of!(Args, first));
-    let slot =
-        b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 64 * 8, 4));
+    // Skewed columns keep two groups' tables, alternately in each half.
+    let tables = if matches!(shape.store, Store::Skewed(_)) {
+        2
+    } else {
+        1
+    };
+    let slot = b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        64 * 8 * tables,
+        4,
+    ));
     let slot = b.ins().stack_addr(types::I64, slot, 0);
     let mut e = Emit {
         b,

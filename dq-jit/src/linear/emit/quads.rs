@@ -6,7 +6,7 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
 
-use super::super::{GroupMode, Shape};
+use super::super::{GroupMode, Shape, Store};
 use super::{Emit, Row, lanes, mem};
 
 /// Rows in a block.
@@ -61,7 +61,7 @@ impl Emit<'_, '_> {
         let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| t[j]);
         let tail = self.b.create_block();
         self.if_aligned(kv, 8, tail);
-        if self.s.stream {
+        if self.s.store == Store::Lines {
             self.streamed_run(
                 (k, end),
                 tail,
