@@ -6,11 +6,11 @@
 //! lines, and row ranges, into outputs that end at a guard page (a line written
 //! past the end faults) or start right after one; bit for bit against the
 //! generated driver and the same JIT with streaming off, and every run counted as
-//! streamed. Rows that start 16, 32 or 48 bytes into a line stream too where the
-//! words lie along N and groups are whole lines (a line across two groups is
-//! looked up with both groups' tables): those outputs sit between sentinel bytes
-//! (a line written across either end changes them) next to a guard page. Other
-//! outputs off a line are not streamed.
+//! streamed. Rows that start 16, 32 or 48 bytes into a line stream too where
+//! groups are whole lines (a line across two groups is looked up with both
+//! groups' tables): those outputs sit between sentinel bytes (a line written
+//! across either end changes them) next to a guard page. Other outputs off a
+//! line are not streamed.
 
 mod support;
 
@@ -31,10 +31,11 @@ struct Case {
     scales: Vec<u8>,
 }
 
-fn random_case(rng: &mut Rng) -> Case {
+/// A random case, its group size `size` where given.
+fn random_case(rng: &mut Rng, size: Option<usize>) -> Case {
     let n = 8 * (1 + rng.below(40) as usize);
     let k = 32 * (1 + rng.below(40) as usize);
-    let size = rng.pick(&[8, 16, 24, 32, 40, 64, 128, k]);
+    let size = size.unwrap_or_else(|| rng.pick(&[8, 16, 24, 32, 40, 64, 128, k]));
     let groups = k.div_ceil(size);
     // f16 scales: normals of both signs, a zero now and then.
     let scales = (0..n * groups)
@@ -139,7 +140,7 @@ fn generated<T: Out + bytemuck::Pod + Default>(
 
 fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
     let mut rng = Rng::new(seed);
-    let case = random_case(&mut rng);
+    let case = random_case(&mut rng, None);
     let l = case.linear();
     let streaming = LinearJit::new();
     let plain = LinearJit::new().with_streaming(false);
@@ -156,9 +157,8 @@ fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
         let want = generated::<T>(&l, rows.clone());
         for guard in [Guard::After, Guard::Before] {
             for skew in [0, 16, 32, 48] {
-                // Rows off a line stream where words lie along N and groups
-                // are whole lines.
-                let streams = skew == 0 || (case.awq && case.size.is_multiple_of(32));
+                // Rows off a line stream where groups are whole lines.
+                let streams = skew == 0 || case.size.is_multiple_of(32);
                 let before = streaming.stats().streamed;
                 let got = run::<T>(&streaming, &l, rows.clone(), (guard, skew));
                 assert_eq!(
@@ -190,9 +190,8 @@ fn streamed_lines_equal_the_generated_driver() {
 #[test]
 fn outputs_off_their_lines() {
     let mut rng = Rng::new(5);
-    let mut case = random_case(&mut rng);
-    case.size = case.k;
-    for awq in [true, false] {
+    for (awq, size) in [(true, 64), (false, 64), (true, 8), (false, 24)] {
+        let mut case = random_case(&mut rng, Some(size));
         case.awq = awq;
         let l = case.linear();
         let jit = LinearJit::new();
@@ -200,20 +199,22 @@ fn outputs_off_their_lines() {
         let len = case.n * case.k;
         let mut buf = vec![bf16::ZERO; len + 64];
         let line = (64 - buf.as_ptr() as usize % 64) % 64 / 2;
-        // 16 bytes past a line: streamed by AWQ's word columns only.
+        let what = format!("AWQ {awq}, group {size}");
+        // 16 bytes past a line: streamed where groups are whole lines.
+        let whole = size.is_multiple_of(32);
         let out = &mut buf[line + 8..line + 8 + len];
         jit.run(&l, 0..case.n, out).unwrap();
-        assert_eq!(jit.stats().streamed, u64::from(awq), "AWQ {awq}");
-        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+        assert_eq!(jit.stats().streamed, u64::from(whole), "{what}");
+        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want, "{what}");
         // 2 bytes past one: never.
         let out = &mut buf[line + 1..line + 1 + len];
         jit.run(&l, 0..case.n, out).unwrap();
-        assert_eq!(jit.stats().streamed, u64::from(awq), "AWQ {awq}");
-        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+        assert_eq!(jit.stats().streamed, u64::from(whole), "{what}");
+        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want, "{what}");
         // From the line itself, always.
         let out = &mut buf[line..line + len];
         jit.run(&l, 0..case.n, out).unwrap();
-        assert_eq!(jit.stats().streamed, 1 + u64::from(awq), "AWQ {awq}");
-        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want);
+        assert_eq!(jit.stats().streamed, 1 + u64::from(whole), "{what}");
+        assert!(bytemuck::cast_slice::<bf16, u8>(out) == want, "{what}");
     }
 }

@@ -1,7 +1,6 @@
 //! 4-bit fields along N (AWQ) into 16-bit outputs, a word column (8 rows) at a time.
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{Block, InstBuilder, Value, types};
-use cranelift_frontend::Variable;
+use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
 
@@ -86,15 +85,7 @@ impl Emit<'_, '_> {
         // Skewed: group g's tables in half g % 2 of the slot, the previous
         // group's in the other.
         let slot = self.slot;
-        let prev = if let Store::Skewed(_) = self.s.store {
-            let odd = self.b.ins().band_imm_s(g, 1);
-            let half = self.b.ins().ishl_imm_s(odd, 9);
-            self.slot = self.b.ins().iadd(slot, half);
-            let other = self.b.ins().isub(slot, half);
-            self.b.ins().iadd_imm_s(other, 512)
-        } else {
-            slot
-        };
+        let prev = self.table_halves(g);
         let (zs, ss) = self.column_params(nb, g);
         self.tables(&zs, &ss, w, 0);
         let tail = self.b.create_block();
@@ -107,7 +98,14 @@ impl Emit<'_, '_> {
                 &mut |e, kv| e.column_step(src, rows, kv, 8),
                 &mut |e, kv| e.column_step(src, rows, kv, 32),
             ),
-            Store::Skewed(at) => self.skewed_run((k, end), (kv, k0, prev), tail, (src, out, at)),
+            Store::Skewed(at) => self.skewed_run(
+                (k, end),
+                (kv, k0, out),
+                (tail, at),
+                &mut |e, kv| e.column_step(src, rows, kv, 8),
+                &mut |e, kv| e.column_step(src, rows, kv, 32),
+                &mut |e, l| e.line_across(src, (out, l), prev, i64::from(at / 2)),
+            ),
             Store::Plain => self.step_loop((k, end), 16, tail, &mut |e, kv| {
                 e.column_step(src, rows, kv, 16)
             }),
@@ -127,99 +125,6 @@ impl Emit<'_, '_> {
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
         self.slot = slot;
-    }
-
-    /// A run `start..end` of one group (`k` at `start`, the group's tables at
-    /// `self.slot`, the previous group's at `prev`) of the column's rows at
-    /// `out`, which start `at` (16, 32 or 48) bytes into a line
-    /// ([`Store::Skewed`]): runs are whole lines of inputs (groups, calls and K
-    /// are), so each line is `d = at / 2` inputs of one run and `32 - d` of the
-    /// next. The line across `start` streamed with both groups' tables; the
-    /// lines inside streamed; the last `d` inputs left to the next run. The
-    /// call's first and last partial lines (the rest of them is another call's)
-    /// 8 inputs a step with plain stores. Leaves `k` at `end` and the builder at
-    /// `done`.
-    fn skewed_run(
-        &mut self,
-        (k, end): (Variable, Value),
-        (start, k0, prev): (Value, Value, Value),
-        done: Block,
-        (src, out, at): ((Value, usize), Value, u8),
-    ) {
-        let d = i64::from(at / 2);
-        let rows = (out, self.s.k * 2);
-        let (across, head, lines) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        // Across: the previous run was this call's and left the line's first d
-        // inputs (as `rest` below tests it), and this run has the other 32 - d.
-        let l = self.b.ins().iadd_imm_s(start, -d);
-        let after = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, l, k0);
-        let s32 = self.b.ins().iadd_imm_s(l, 32);
-        let room = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, s32, end);
-        let s31 = self.b.ins().band_imm_s(start, 31);
-        let whole = self.b.ins().icmp_imm_s(IntCC::Equal, s31, 0);
-        let ok = self.b.ins().band(after, room);
-        let ok = self.b.ins().band(ok, whole);
-        self.b.ins().brif(ok, across, &[], head, &[]);
-        self.b.switch_to_block(across);
-        self.line_across(src, (out, l), prev, d);
-        self.b.def_var(k, s32);
-        self.b.ins().jump(lines, &[]);
-        // Else 8 inputs a step to the first line (the run starts a row or call).
-        self.b.switch_to_block(head);
-        let (kv, top, _) = self.open_loop(k, Some(lines), |e, kv| {
-            let ke = e.b.ins().iadd_imm_s(kv, 8);
-            let fits = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-            let at = e.line_offset(out, kv);
-            let inside = e.b.ins().icmp_imm_s(IntCC::NotEqual, at, 0);
-            e.b.ins().band(fits, inside)
-        });
-        self.column_step(src, rows, kv, 8);
-        let ke = self.b.ins().iadd_imm_s(kv, 8);
-        self.b.def_var(k, ke);
-        self.b.ins().jump(top, &[]);
-        // Whole lines while they fit, from a line's start.
-        self.b.switch_to_block(lines);
-        let (whole, rest, plain, skip) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let kv = self.b.use_var(k);
-        let o = self.line_offset(out, kv);
-        let on_line = self.b.ins().icmp_imm_s(IntCC::Equal, o, 0);
-        self.b.ins().brif(on_line, whole, &[], plain, &[]);
-        self.b.switch_to_block(whole);
-        self.step_loop((k, end), 32, rest, &mut |e, kv| {
-            e.column_step(src, rows, kv, 32)
-        });
-        // The last d inputs are the next run's to stream where it will (as
-        // `across` above tests it), else 8 a step.
-        self.b.switch_to_block(rest);
-        let kv = self.b.use_var(k);
-        let kd = self.b.ins().iadd_imm_s(kv, d);
-        let tests = [self.b.ins().icmp(IntCC::Equal, kd, end)];
-        let e32 = self.b.ins().iadd_imm_s(end, 32 - d);
-        let fits = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, e32, self.k1);
-        let e31 = self.b.ins().band_imm_s(end, 31);
-        let whole_end = self.b.ins().icmp_imm_s(IntCC::Equal, e31, 0);
-        let leave = tests.into_iter().fold(fits, |a, x| self.b.ins().band(a, x));
-        let leave = self.b.ins().band(leave, whole_end);
-        self.b.ins().brif(leave, skip, &[], plain, &[]);
-        self.b.switch_to_block(skip);
-        self.b.def_var(k, end);
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(plain);
-        self.step_loop((k, end), 8, done, &mut |e, kv| {
-            e.column_step(src, rows, kv, 8)
-        });
     }
 
     /// The line of inputs `l..l + 32` of the column's rows at `out`, its first
@@ -246,35 +151,13 @@ impl Emit<'_, '_> {
         let o = self.b.ins().ishl_imm_s(l, 1);
         let oa = self.b.ins().iadd(out, o);
         for (j, &f) in order.iter().enumerate() {
-            let at = 64 * j as i32;
-            let cur = self.stored_table(at);
-            let old = (
-                self.b.ins().load(types::I8X16, mem(), prev, at),
-                self.b.ins().load(types::I8X16, mem(), prev, at + 16),
-            );
-            let mut line = Vec::with_capacity(4);
-            for (h, codes) in nibbles.iter().enumerate() {
-                let c = codes[usize::from(f)];
-                let h = 16 * h as i64;
-                let p = (h < d).then(|| self.lookup16v(old, c));
-                let n = (h + 16 > d).then(|| self.lookup16v(cur, c));
-                for i in 0..2 {
-                    let from = if h + 8 * (i as i64) < d { p } else { n };
-                    line.push(from.expect("looked up")[i]);
-                }
-            }
+            let f = usize::from(f);
+            let codes = [nibbles[0][f], nibbles[1][f]];
+            let line = self.line_of(codes, (prev, 64 * j as i32), d);
             let (ra, ro) = self.offset(oa, j * row_bytes);
             let la = self.b.ins().iadd_imm_s(ra, i64::from(ro));
-            let line: [Value; 4] = line.try_into().expect("4 vectors");
             crate::host_store::line(&mut self.b, la, line);
         }
-    }
-
-    /// Byte offset into its line of input `k`'s output in the rows at `out`.
-    fn line_offset(&mut self, out: Value, k: Value) -> Value {
-        let o = self.b.ins().ishl_imm_s(k, 1);
-        let a = self.b.ins().iadd(out, o);
-        self.b.ins().band_imm_s(a, 63)
     }
 
     /// `inputs` (8, 16 or 32) inputs from `k` of the column's 8 rows, the group's

@@ -45,12 +45,12 @@ pub(super) fn can_stream(s: &Shape) -> bool {
     quads::by_quads(s) || stages(s)
 }
 
-/// True when functions of `s` can stream whole lines of rows that start at a
-/// 16-byte offset into a line (`Store::Skewed`): staged word columns whose
-/// groups are whole lines (a multiple of 32 inputs), so that a line crosses at
-/// most one group's end.
+/// True when functions of `s` can stream whole lines of rows that start 16, 32
+/// or 48 bytes into a line (`Store::Skewed`): quads and staged word columns
+/// whose groups are whole lines (a multiple of 32 inputs), so that a line
+/// crosses at most one group's end.
 pub(super) fn can_skew(s: &Shape) -> bool {
-    stages(s) && matches!(s.groups, super::GroupMode::Size(g) if g.is_multiple_of(32))
+    can_stream(s) && matches!(s.groups, super::GroupMode::Size(g) if g.is_multiple_of(32))
 }
 mod tables;
 mod values;
@@ -345,6 +345,143 @@ impl Emit<'_, '_> {
         let lines = self.b.create_block();
         self.step_loop((k, end), 32, lines, line);
         self.step_loop((k, end), 8, done, narrow);
+    }
+
+    /// A run `start..end` of one group (`k` at `start`) of rows whose first is
+    /// at `out` and which start `at` (16, 32 or 48) bytes into a line
+    /// ([`Store::Skewed`]): runs are whole lines of inputs (groups, calls and
+    /// K are), so each line is `d = at / 2` inputs of one run and `32 - d` of
+    /// the next. `across(l)` streams the line `l..l + 32` across `start` (with
+    /// both groups' tables) where the previous run left it; else `narrow` steps
+    /// of 8 inputs (plain stores) reach the first line; `line` steps stream the
+    /// lines inside; the last `d` inputs are left to the next run where it will
+    /// stream them, else go by `narrow` steps (the call's last run: the line's
+    /// rest is another call's or row's). Leaves `k` at `end` and the builder at
+    /// `done`.
+    fn skewed_run(
+        &mut self,
+        (k, end): (Variable, Value),
+        (start, k0, out): (Value, Value, Value),
+        (done, at): (Block, u8),
+        narrow: &mut dyn FnMut(&mut Self, Value),
+        line: &mut dyn FnMut(&mut Self, Value),
+        across: &mut dyn FnMut(&mut Self, Value),
+    ) {
+        let d = i64::from(at / 2);
+        let (cross, head, lines) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        // Across: the line starts inside the call (the previous run left its
+        // first d inputs, as `rest` below tests it) and this run has the rest.
+        let l = self.b.ins().iadd_imm_s(start, -d);
+        let after = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, l, k0);
+        let l32 = self.b.ins().iadd_imm_s(l, 32);
+        let room = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, l32, end);
+        let whole = self.multiple_of_32(start);
+        let ok = self.b.ins().band(after, room);
+        let ok = self.b.ins().band(ok, whole);
+        self.b.ins().brif(ok, cross, &[], head, &[]);
+        self.b.switch_to_block(cross);
+        across(self, l);
+        self.b.def_var(k, l32);
+        self.b.ins().jump(lines, &[]);
+        // Else 8 inputs a step to the first line.
+        self.b.switch_to_block(head);
+        let (kv, top, _) = self.open_loop(k, Some(lines), |e, kv| {
+            let ke = e.b.ins().iadd_imm_s(kv, 8);
+            let fits = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+            let at = e.line_offset(out, kv);
+            let inside = e.b.ins().icmp_imm_s(IntCC::NotEqual, at, 0);
+            e.b.ins().band(fits, inside)
+        });
+        narrow(self, kv);
+        let ke = self.b.ins().iadd_imm_s(kv, 8);
+        self.b.def_var(k, ke);
+        self.b.ins().jump(top, &[]);
+        // Whole lines while they fit, from a line's start.
+        self.b.switch_to_block(lines);
+        let (whole, rest, plain, skip) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let kv = self.b.use_var(k);
+        let o = self.line_offset(out, kv);
+        let on_line = self.b.ins().icmp_imm_s(IntCC::Equal, o, 0);
+        self.b.ins().brif(on_line, whole, &[], plain, &[]);
+        self.b.switch_to_block(whole);
+        self.step_loop((k, end), 32, rest, line);
+        // Leave the last d inputs where the next run will stream them: it
+        // starts on a multiple of 32 and has 32 - d inputs (groups are at least
+        // 32).
+        self.b.switch_to_block(rest);
+        let kv = self.b.use_var(k);
+        let kd = self.b.ins().iadd_imm_s(kv, d);
+        let last = self.b.ins().icmp(IntCC::Equal, kd, end);
+        let e32 = self.b.ins().iadd_imm_s(end, 32 - d);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e32, self.k1);
+        let whole_end = self.multiple_of_32(end);
+        let leave = self.b.ins().band(last, fits);
+        let leave = self.b.ins().band(leave, whole_end);
+        self.b.ins().brif(leave, skip, &[], plain, &[]);
+        self.b.switch_to_block(skip);
+        self.b.def_var(k, end);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(plain);
+        self.step_loop((k, end), 8, done, narrow);
+    }
+
+    /// Where skewed ([`Store::Skewed`]), points the slot at the half for
+    /// group `g`'s tables (`g % 2`) and returns the other's address, the
+    /// previous group's; else the slot's.
+    fn table_halves(&mut self, g: Value) -> Value {
+        let slot = self.slot;
+        if !matches!(self.s.store, Store::Skewed(_)) {
+            return slot;
+        }
+        let odd = self.b.ins().band_imm_s(g, 1);
+        let half = self.b.ins().ishl_imm_s(odd, 9);
+        self.slot = self.b.ins().iadd(slot, half);
+        let other = self.b.ins().isub(slot, half);
+        self.b.ins().iadd_imm_s(other, 512)
+    }
+
+    /// True (I8) when `x` is a multiple of 32.
+    fn multiple_of_32(&mut self, x: Value) -> Value {
+        let r = self.b.ins().band_imm_s(x, 31);
+        self.b.ins().icmp_imm_s(IntCC::Equal, r, 0)
+    }
+
+    /// Byte offset into its line of input `k`'s output in the row at `out`.
+    fn line_offset(&mut self, out: Value, k: Value) -> Value {
+        let o = self.b.ins().ishl_imm_s(k, 1);
+        let a = self.b.ins().iadd(out, o);
+        self.b.ins().band_imm_s(a, 63)
+    }
+
+    /// The four vectors of a line of 32 inputs, codes `c` (two I8X16 of 16),
+    /// its first `d` inputs looked up in the previous group's table (at `prev +
+    /// at`) and the rest in this group's (at `slot + at`).
+    fn line_of(&mut self, c: [Value; 2], (prev, at): (Value, i32), d: i64) -> [Value; 4] {
+        let cur = self.stored_table(at);
+        let old = (
+            self.b.ins().load(types::I8X16, mem(), prev, at),
+            self.b.ins().load(types::I8X16, mem(), prev, at + 16),
+        );
+        let mut line = [c[0]; 4];
+        for (h, &c) in c.iter().enumerate() {
+            let first = 16 * h as i64;
+            let p = (first < d).then(|| self.lookup16v(old, c));
+            let n = (first + 16 > d).then(|| self.lookup16v(cur, c));
+            for i in 0..2 {
+                let from = if first + 8 * (i as i64) < d { p } else { n };
+                line[2 * h + i] = from.expect("looked up")[i];
+            }
+        }
+        line
     }
 
     /// `while k + step <= end { body(k); k += step }` (unsigned), then on at

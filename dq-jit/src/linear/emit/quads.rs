@@ -55,23 +55,32 @@ impl Emit<'_, '_> {
         let k = self.var(types::I64, k0);
         let (kv, head, exit) = self.while_below(k, self.k1);
         let (g, end) = self.group_run(kv, gs);
+        let slot = self.slot;
+        let prev = self.table_halves(g);
         let ns = rows.map(|r| r.n);
         let (zs, ss) = self.params4(ns, g);
         let t = self.tables(&[zs], &[ss], ROWS, 0);
         let tabs: [(Value, Value); ROWS] = std::array::from_fn(|j| t[j]);
         let tail = self.b.create_block();
         self.if_aligned(kv, 8, tail);
-        if self.s.store == Store::Lines {
-            self.streamed_run(
+        match self.s.store {
+            Store::Lines => self.streamed_run(
                 (k, end),
                 tail,
                 &mut |e, kv| e.quad_word(&rows, kv, &tabs),
                 &mut |e, kv| e.quad_step(&rows, kv, &tabs, true),
-            );
-        } else {
-            self.step_loop((k, end), 32, tail, &mut |e, kv| {
+            ),
+            Store::Skewed(at) => self.skewed_run(
+                (k, end),
+                (kv, k0, rows[0].out),
+                (tail, at),
+                &mut |e, kv| e.quad_word(&rows, kv, &tabs),
+                &mut |e, kv| e.quad_step(&rows, kv, &tabs, true),
+                &mut |e, l| e.quad_across(&rows, l, prev, i64::from(at / 2)),
+            ),
+            Store::Plain => self.step_loop((k, end), 32, tail, &mut |e, kv| {
                 e.quad_step(&rows, kv, &tabs, false)
-            });
+            }),
         }
         let kt = self.b.use_var(k);
         for (j, row) in rows.iter().enumerate() {
@@ -85,6 +94,7 @@ impl Emit<'_, '_> {
         }
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(exit);
+        self.slot = slot;
     }
 
     /// Zero points (I32X4) and scales (F32X4) of rows `ns`, group `g`, a row a lane.
@@ -135,6 +145,24 @@ impl Emit<'_, '_> {
             let [y, _] = self.lookup16v(t, c);
             let oa = self.b.ins().iadd(row.out, o);
             self.b.ins().store(mem(), y, oa, 0);
+        }
+    }
+
+    /// The line of inputs `l..l + 32` of the four rows, its first `d` inputs by
+    /// the previous group's tables (at `prev`) and the rest by this group's,
+    /// streamed.
+    fn quad_across(&mut self, rows: &[Row; ROWS], l: Value, prev: Value, d: i64) {
+        let step = self.s.weights.col_stride.wrapping_mul(4);
+        let kw = self.b.ins().ushr_imm_s(l, 3);
+        let a = self.strided(rows[0].words, kw, step);
+        let r = self.load_transposed(a, step);
+        let o = self.mul_c(l, 2);
+        for (j, row) in rows.iter().enumerate() {
+            let x = self.b.ins().bitcast(types::I32X4, lanes(), r[j]);
+            let codes = self.nibble_codes(x);
+            let line = self.line_of(codes, (prev, 64 * j as i32), d);
+            let oa = self.b.ins().iadd(row.out, o);
+            crate::host_store::line(&mut self.b, oa, line);
         }
     }
 
