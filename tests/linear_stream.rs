@@ -1,8 +1,9 @@
 //! The linear JIT's streamed lines: a 16-bit output whose rows start on a 64-byte
 //! line is written a whole line (32 inputs) at a time with non-temporal stores,
-//! 8 inputs at a time with plain stores up to and after the lines. Random GPTQ-
-//! and AWQ-like linears (the layouts that stream: words along K or along N side
-//! by side) with K a multiple of 32, group sizes that do and do not keep runs on
+//! 8 inputs at a time with plain stores up to and after the lines. Random GPTQ-,
+//! AWQ- and compressed-tensors-like linears (the layouts that stream: words along
+//! K side by side by row or by input, words along N side by side) with K a
+//! multiple of 32, group sizes that do and do not keep runs on
 //! lines, and row ranges, into outputs that end at a guard page (a line written
 //! past the end faults) or start right after one; bit for bit against the
 //! generated driver and the same JIT with streaming off, and every run counted as
@@ -20,12 +21,23 @@ use half::{bf16, f16};
 use support::Rng;
 use support::guard::{Guard, GuardBuf};
 
+/// Where the words of a 4-bit linear lie.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    /// `[K / 8, N]` words, fields along K (GPTQ).
+    Gptq,
+    /// `[K, N / 8]` words, fields along N (AWQ).
+    Awq,
+    /// `[N, K / 8]` words, fields along K (compressed-tensors).
+    Ct,
+}
+
 /// The buffers of one random linear.
 struct Case {
     n: usize,
     k: usize,
     size: usize,
-    awq: bool,
+    layout: Layout,
     words: Vec<u8>,
     zeros: Vec<u8>,
     scales: Vec<u8>,
@@ -52,7 +64,7 @@ fn random_case(rng: &mut Rng, size: Option<usize>) -> Case {
         n,
         k,
         size,
-        awq: rng.one_in(2),
+        layout: rng.pick(&[Layout::Gptq, Layout::Awq, Layout::Ct]),
         words: rng.bytes(n * k / 2),
         zeros: rng.bytes(groups * n / 2),
         scales,
@@ -62,11 +74,11 @@ fn random_case(rng: &mut Rng, size: Option<usize>) -> Case {
 impl Case {
     fn linear(&self) -> Linear<'_> {
         let groups = self.k.div_ceil(self.size);
-        let (packing, strides, order) = if self.awq {
-            let order = [0, 4, 1, 5, 2, 6, 3, 7];
-            (Packing::Outer { order }, (1, self.n / 8), order)
-        } else {
-            (Packing::Inner, (1, self.n), [0, 1, 2, 3, 4, 5, 6, 7])
+        let (inner, awq) = ([0, 1, 2, 3, 4, 5, 6, 7], [0, 4, 1, 5, 2, 6, 3, 7]);
+        let (packing, strides, order) = match self.layout {
+            Layout::Awq => (Packing::Outer { order: awq }, (1, self.n / 8), awq),
+            Layout::Gptq => (Packing::Inner, (1, self.n), inner),
+            Layout::Ct => (Packing::Inner, (self.k / 8, 1), inner),
         };
         let weights = Packed {
             words: &self.words,
@@ -148,11 +160,11 @@ fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
     let b = a + 1 + rng.below((case.n - a) as u64) as usize;
     for rows in [0..case.n, a..b] {
         let what = format!(
-            "seed {seed}: {}x{} group {} {} rows {rows:?}",
+            "seed {seed}: {}x{} group {} {:?} rows {rows:?}",
             case.n,
             case.k,
             case.size,
-            if case.awq { "AWQ" } else { "GPTQ" }
+            case.layout
         );
         let want = generated::<T>(&l, rows.clone());
         for guard in [Guard::After, Guard::Before] {
@@ -190,16 +202,23 @@ fn streamed_lines_equal_the_generated_driver() {
 #[test]
 fn outputs_off_their_lines() {
     let mut rng = Rng::new(5);
-    for (awq, size) in [(true, 64), (false, 64), (true, 8), (false, 24)] {
+    let cases = [
+        (Layout::Awq, 64),
+        (Layout::Gptq, 64),
+        (Layout::Ct, 32),
+        (Layout::Awq, 8),
+        (Layout::Gptq, 24),
+    ];
+    for (layout, size) in cases {
         let mut case = random_case(&mut rng, Some(size));
-        case.awq = awq;
+        case.layout = layout;
         let l = case.linear();
         let jit = LinearJit::new();
         let want = generated::<bf16>(&l, 0..case.n);
         let len = case.n * case.k;
         let mut buf = vec![bf16::ZERO; len + 64];
         let line = (64 - buf.as_ptr() as usize % 64) % 64 / 2;
-        let what = format!("AWQ {awq}, group {size}");
+        let what = format!("{layout:?}, group {size}");
         // 16 bytes past a line: streamed where groups are whole lines.
         let whole = size.is_multiple_of(32);
         let out = &mut buf[line + 8..line + 8 + len];

@@ -1,7 +1,8 @@
-//! 4-bit fields along K whose rows' words lie side by side (GPTQ: word
-//! `n + (k / 8) N`) into 16-bit outputs, four rows at a time: one 16-byte load
-//! holds a word of each of four rows, four loads and a 4x4 transpose give each
-//! row its next four words (32 inputs).
+//! 4-bit fields along K into 16-bit outputs, four rows at a time, where either
+//! the rows' words lie side by side (GPTQ: word `n + (k / 8) N`; one 16-byte
+//! load holds a word of each of four rows, four loads and a 4x4 transpose give
+//! each row its next four words, 32 inputs) or a row's words do
+//! (compressed-tensors: word `k / 8 + n K / 8`; one 16-byte load a row).
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 use dq_runtime::DType;
 use dq_runtime::linear::Packing;
@@ -17,13 +18,13 @@ pub(super) fn lanes32(l: [u8; 4]) -> [u8; 16] {
     std::array::from_fn(|i| 4 * l[i / 4] + (i % 4) as u8)
 }
 
-/// True when rows go four at a time: 4-bit fields along K, a row stride of one
-/// word, f16/bf16 out by table, groups by size.
+/// True when rows go four at a time: 4-bit fields along K, a row or column
+/// stride of one word, f16/bf16 out by table, groups by size.
 pub(super) fn by_quads(s: &Shape) -> bool {
     let q = s.weights;
     q.packing == Packing::Inner
         && q.bits == 4
-        && q.row_stride == 1
+        && (q.row_stride == 1 || q.col_stride == 1)
         && s.out != DType::F32
         && matches!(s.groups, GroupMode::Size(_))
 }
@@ -132,15 +133,29 @@ impl Emit<'_, '_> {
 
     /// 8 inputs from `k` (a multiple of 8) of the four rows: their word `k / 8`.
     fn quad_word(&mut self, rows: &[Row; ROWS], k: Value, tabs: &[(Value, Value); ROWS]) {
-        let step = self.s.weights.col_stride.wrapping_mul(4);
+        let q = self.s.weights;
+        let step = q.col_stride.wrapping_mul(4);
         let kw = self.b.ins().ushr_imm_s(k, 3);
-        let a = self.strided(rows[0].words, kw, step);
-        let x = self.b.ins().load(types::I8X16, mem(), a, 0);
+        let side_by_side = q.row_stride == 1;
+        let x = if side_by_side {
+            let a = self.strided(rows[0].words, kw, step);
+            Some(self.b.ins().load(types::I8X16, mem(), a, 0))
+        } else {
+            None
+        };
         let o = self.mul_c(k, 2);
         for (j, (row, &t)) in rows.iter().zip(tabs).enumerate() {
-            let l = j as u8;
-            let xj = self.shuffle(x, x, lanes32([l; 4]));
-            let xj = self.b.ins().bitcast(types::I32X4, lanes(), xj);
+            let xj = match x {
+                Some(x) => {
+                    let xj = self.shuffle(x, x, lanes32([j as u8; 4]));
+                    self.b.ins().bitcast(types::I32X4, lanes(), xj)
+                }
+                None => {
+                    let a = self.strided(row.words, kw, step);
+                    let w = self.b.ins().load(types::I32, mem(), a, 0);
+                    self.b.ins().splat(types::I32X4, w)
+                }
+            };
             let [c, _] = self.nibble_codes(xj);
             let [y, _] = self.lookup16v(t, c);
             let oa = self.b.ins().iadd(row.out, o);
@@ -148,14 +163,28 @@ impl Emit<'_, '_> {
         }
     }
 
+    /// Words `k / 8 .. k / 8 + 4` of each of the four rows (I8X16), `k` a
+    /// multiple of 8.
+    fn quad_words(&mut self, rows: &[Row; ROWS], k: Value) -> [Value; ROWS] {
+        let q = self.s.weights;
+        let step = q.col_stride.wrapping_mul(4);
+        let kw = self.b.ins().ushr_imm_s(k, 3);
+        if q.row_stride == 1 {
+            let a = self.strided(rows[0].words, kw, step);
+            self.load_transposed(a, step)
+        } else {
+            rows.map(|row| {
+                let a = self.strided(row.words, kw, step);
+                self.b.ins().load(types::I8X16, mem(), a, 0)
+            })
+        }
+    }
+
     /// The line of inputs `l..l + 32` of the four rows, its first `d` inputs by
     /// the previous group's tables (at `prev`) and the rest by this group's,
     /// streamed.
     fn quad_across(&mut self, rows: &[Row; ROWS], l: Value, prev: Value, d: i64) {
-        let step = self.s.weights.col_stride.wrapping_mul(4);
-        let kw = self.b.ins().ushr_imm_s(l, 3);
-        let a = self.strided(rows[0].words, kw, step);
-        let r = self.load_transposed(a, step);
+        let r = self.quad_words(rows, l);
         let o = self.mul_c(l, 2);
         for (j, row) in rows.iter().enumerate() {
             let x = self.b.ins().bitcast(types::I32X4, lanes(), r[j]);
@@ -175,11 +204,7 @@ impl Emit<'_, '_> {
         tabs: &[(Value, Value); ROWS],
         stream: bool,
     ) {
-        let step = self.s.weights.col_stride.wrapping_mul(4);
-        let kw = self.b.ins().ushr_imm_s(k, 3);
-        let a = self.strided(rows[0].words, kw, step);
-        // r[j]: words k / 8 .. k / 8 + 4 of row j.
-        let r = self.load_transposed(a, step);
+        let r = self.quad_words(rows, k);
         let o = self.mul_c(k, 2);
         for j in 0..ROWS {
             let x = self.b.ins().bitcast(types::I32X4, lanes(), r[j]);
