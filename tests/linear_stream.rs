@@ -161,10 +161,7 @@ fn check<T: Out + bytemuck::Pod + Default>(seed: u64) {
     for rows in [0..case.n, a..b] {
         let what = format!(
             "seed {seed}: {}x{} group {} {:?} rows {rows:?}",
-            case.n,
-            case.k,
-            case.size,
-            case.layout
+            case.n, case.k, case.size, case.layout
         );
         let want = generated::<T>(&l, rows.clone());
         for guard in [Guard::After, Guard::Before] {

@@ -13,14 +13,19 @@
 //! outputs go through the group's 16 exact outputs (computed by the formula in
 //! F32X4 lanes), looked up 16 at a time with a byte shuffle (`x86_pshufb`): words
 //! along K 4 at a time per row (32 inputs), four rows at a time where their words
-//! lie side by side (GPTQ: one 16-byte load per word row and a 4x4 transpose);
+//! lie side by side (GPTQ: one 16-byte load per word row and a 4x4 transpose) or
+//! a row's words do (compressed-tensors: one 16-byte load per row);
 //! words along N (AWQ) a word column of 8 rows at a time (each word loaded once,
 //! its 8 fields split by byte shuffles, 8 tables in a stack slot), the words of a
 //! call's columns first staged in memory order into a buffer, a column's side by
 //! side ([`STAGE_WORDS`] by [`STAGE_INPUTS`]). Where every row of a 16-bit
 //! output starts on a 64-byte line, both write whole lines (32 inputs from a
 //! multiple of 32) with non-temporal stores (`host_store`), the inputs before and
-//! after 8 at a time with plain stores. Other widths, f32 outputs and
+//! after 8 at a time with plain stores. Where every row starts 16, 32 or 48 bytes
+//! into a line (a large `Vec` on Linux starts 16 in) and groups are whole lines
+//! (a multiple of 32 inputs), they stream too: a line across a group boundary
+//! is looked up with both groups' tables (kept in alternate halves of the stack
+//! slot), and calls end where lines do. Other widths, f32 outputs and
 //! per-input group indices take the formula `f32(q - z) * s` in F32X4 lanes (or
 //! one input at a time),
 //! rounded to f16/bf16 by integer round-to-nearest-even: the bits of

@@ -8,9 +8,12 @@
 //!          words side by side (AWQ) first staged by column (`stage`)
 //!   stream (quads and staged columns, rows starting on a 64-byte line): per run,
 //!          8 inputs a step up to a multiple of 32, then 32 (a non-temporal line
-//!          a row), then 8 (`streamed_run`)
-//!   quads  (4-bit along K, row stride one word -> 16-bit, groups by size; `quads`):
-//!          4 rows at once, 32 inputs a step; the last rows by rows
+//!          a row), then 8 (`streamed_run`); rows starting 16, 32 or 48 bytes
+//!          into a line, groups of whole lines: the line across the run's start
+//!          by both groups' tables, then lines, the last inputs left to the next
+//!          run (`skewed_run`)
+//!   quads  (4-bit along K, row or column stride one word -> 16-bit, groups by
+//!          size; `quads`): 4 rows at once, 32 inputs a step; the last rows by rows
 //!   rows:  n in n0..n1           row bases (output row, word row or column, field shift)
 //!   runs:  stretches of one group (Groups::Size) -> zero point and scale, then
 //!          4-bit -> 16-bit outputs: the group's 16 outputs by the formula (one
@@ -422,7 +425,10 @@ impl Emit<'_, '_> {
         let kd = self.b.ins().iadd_imm_s(kv, d);
         let last = self.b.ins().icmp(IntCC::Equal, kd, end);
         let e32 = self.b.ins().iadd_imm_s(end, 32 - d);
-        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e32, self.k1);
+        let fits = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, e32, self.k1);
         let whole_end = self.multiple_of_32(end);
         let leave = self.b.ins().band(last, fits);
         let leave = self.b.ins().band(leave, whole_end);
