@@ -165,10 +165,10 @@ enum Store {
     /// (32 inputs from a multiple of 32) with non-temporal stores.
     Lines,
     /// Every row starts this many bytes (16, 32 or 48) into a line (row bytes a
-    /// multiple of 64), and staged word columns write whole lines with
-    /// non-temporal stores, a line across two groups looked up with both
-    /// groups' tables; the partial lines at the call's first and last inputs
-    /// with plain stores.
+    /// multiple of 64, groups of whole lines), and vector steps write whole
+    /// lines with non-temporal stores, a line across two groups looked up with
+    /// both groups' tables; a row's partial first and last lines with plain
+    /// stores.
     Skewed(u8),
 }
 
@@ -436,11 +436,11 @@ impl LinearJit {
         if out.is_empty() {
             return Ok(());
         }
-        // Whole lines streamed where every row starts at the same 16-byte offset
-        // into a line: from its start (quads, staged columns), or elsewhere
-        // (staged columns whose groups are whole lines). (Quads whose lines
-        // start elsewhere were measured slower streamed with plain stores where
-        // lines cross the groups' runs: GPTQ 10.9-11.1 ms against 8.1-8.3.)
+        // Whole lines streamed (quads, staged columns) where every row starts at
+        // the same 16-byte offset into a line: its start, or elsewhere where
+        // groups are whole lines. (Writing the lines across groups' runs with
+        // plain stores instead was slower than not streaming: GPTQ 10.9-11.1 ms
+        // against 8.1-8.3.)
         let mut shape = Shape::of(l, T::OUT);
         let row_bytes = k * size_of::<T>();
         let at = out.as_ptr() as usize % 64;
@@ -499,8 +499,9 @@ impl LinearJit {
             // STAGE_INPUTS` words and is ours, and the call's rows span at most
             // `STAGE_WORDS` word columns (a tile starts at a word's first row) and
             // `STAGE_INPUTS` inputs; where the shape streams, every row of `out`
-            // starts at the offset into a line the shape names (checked above),
-            // and the function streams only whole lines of the call's outputs;
+            // starts at the offset into a line the shape names and is whole
+            // lines (checked above), and the function streams only whole,
+            // aligned lines of the call's outputs (see `emit::skewed_run`);
             // the function touches no other memory than those views, the stage
             // and its stack.
             unsafe { kernel.call(&args) };
@@ -559,6 +560,27 @@ mod tests {
     /// The CLIF of one tiny linear shape (4-bit along K, no zero points, f32
     /// scales, bf16 out), so changes in emitted code show in review.
     /// `DQ_BLESS=1 cargo test -p dq-jit` rewrites `tests/linear_tiny.clif`.
+    #[test]
+    fn calls_cover_each_input_once_and_end_where_lines_do() {
+        for (k, chunk, shift) in [
+            (4096, 512, 8),
+            (4096, 512, 0),
+            (1000, 512, 24),
+            (300, 512, 16),
+        ] {
+            let ks: Vec<_> = calls(0..1, 1, 8, k, (chunk, shift))
+                .map(|(_, ks)| ks)
+                .collect();
+            assert_eq!(ks.first().map(|r| r.start), Some(0));
+            assert_eq!(ks.last().map(|r| r.end), Some(k));
+            for w in ks.windows(2) {
+                assert_eq!(w[0].end, w[1].start, "{k} {chunk} {shift}: contiguous");
+                assert_eq!((w[0].end + shift) % chunk, 0, "ends {shift} before a chunk");
+            }
+            assert!(ks.iter().all(|r| r.len() <= chunk && !r.is_empty()));
+        }
+    }
+
     #[test]
     fn clif_of_a_tiny_linear() {
         let (word, scale) = ([0u8; 4], [0u8; 4]);
