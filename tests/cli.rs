@@ -1068,6 +1068,32 @@ fn bench_dst_offset_places_dst_and_says_where() {
 }
 
 #[test]
+fn bench_no_memcpy_times_the_backends_alone() {
+    let o = quick_bench(
+        "64x128",
+        &["--backend", "generated", "--no-memcpy", "--json"],
+    );
+    assert_ok(&o);
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = (j["backends"].as_array().unwrap().iter())
+        .map(|b| b["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["generated"]);
+    let o = quick_bench("64x128", &["--backend", "generated", "--no-memcpy"]);
+    assert_ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out.lines().find(|l| l.starts_with("generated")).unwrap();
+    assert!(row.contains(" - "), "no ratio to a memcpy not run: {out}");
+    assert!(!out.lines().any(|l| l.starts_with("memcpy")), "{out}");
+    let o = quick_bench("64x128", &["--backend", "generated"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines().any(|l| l.starts_with("memcpy")),
+        "by default: {out}"
+    );
+}
+
+#[test]
 fn bench_limits_backends_and_rejects_unavailable_ones() {
     let o = dq(&[
         "bench",

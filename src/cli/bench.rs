@@ -143,18 +143,21 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     for dst in &mut dsts {
         jobs.push(plan.bind(&src, scales.as_ref(), zps.as_ref(), dst)?);
     }
-    let copy_src = buf(dst_bytes, 1);
-    let mut copy_dst = buf(dst_bytes, 0);
+    let copy_bytes = if a.no_memcpy { 0 } else { dst_bytes };
+    let copy_src = buf(copy_bytes, 1);
+    let mut copy_dst = buf(copy_bytes, 0);
     let threads = a.case.threads;
     let pool = copy_pool(threads)?;
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
     for (job, (_, kernel)) in jobs.iter_mut().zip(&kernels) {
         calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
     }
-    calls.push(Box::new(|| {
-        parallel_copy(pool.as_ref(), &copy_src, &mut copy_dst);
-        Ok(())
-    }));
+    if !a.no_memcpy {
+        calls.push(Box::new(|| {
+            parallel_copy(pool.as_ref(), &copy_src, &mut copy_dst);
+            Ok(())
+        }));
+    }
     let budget = Duration::from_secs_f64(a.min_time.max(0.0) * calls.len() as f64);
     let samples = sample_rounds(&mut calls, a.reps, budget)?;
     let mut rows: Vec<Row> = kernels
@@ -165,11 +168,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             bytes: call_bytes,
         })
         .collect();
-    rows.push(Row {
-        backend: "memcpy".into(),
-        samples: Vec::new(),
-        bytes: 2 * dst_bytes,
-    });
+    if !a.no_memcpy {
+        rows.push(Row {
+            backend: "memcpy".into(),
+            samples: Vec::new(),
+            bytes: 2 * dst_bytes,
+        });
+    }
     for (row, s) in rows.iter_mut().zip(samples) {
         row.samples = s;
     }
@@ -503,20 +508,27 @@ fn print_table(case: &Value, rows: &[Row], jit_compile_us: Option<f64>) {
         c("src_bytes"),
         c("dst_bytes")
     );
-    let copy = rows.last().map_or(f64::NAN, Row::gbps);
+    let copy = (rows.iter())
+        .find(|r| r.backend == "memcpy")
+        .map_or(f64::NAN, Row::gbps);
     let paired = format!("vs {}", rows[0].backend);
     println!(
         "{:<10} {:>12} {:>12} {:>9} {:>10} {:>14} {:>6}",
         "backend", "median ms", "min ms", "GB/s", "vs memcpy", paired, "reps"
     );
     for r in rows {
+        let vs = if copy.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{:.2}x", r.gbps() / copy)
+        };
         println!(
-            "{:<10} {:>12.3} {:>12.3} {:>9.2} {:>9.2}x {:>13.3}x {:>6}",
+            "{:<10} {:>12.3} {:>12.3} {:>9.2} {:>10} {:>13.3}x {:>6}",
             r.backend,
             r.median() * 1e3,
             r.min() * 1e3,
             r.gbps(),
-            r.gbps() / copy,
+            vs,
             r.paired(&rows[0]),
             r.samples.len()
         );
