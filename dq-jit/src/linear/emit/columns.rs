@@ -93,7 +93,7 @@ impl Emit<'_, '_> {
         let rows = (out, row_bytes);
         match self.s.store {
             Store::Lines => self.streamed_run(
-                (k, end),
+                (k, end, out),
                 tail,
                 &mut |e, kv| e.column_step(src, rows, kv, 8),
                 &mut |e, kv| e.column_step(src, rows, kv, 32),
@@ -141,13 +141,7 @@ impl Emit<'_, '_> {
             unreachable!("columns are of words along N")
         };
         let row_bytes = self.s.k * 2;
-        let a = self.strided(words, l, step);
-        let v: Vec<Value> = self
-            .gather(a, 32, step)
-            .into_iter()
-            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
-            .collect();
-        let nibbles: Vec<[Value; 8]> = v.chunks_exact(4).map(|v| self.nibbles16(v)).collect();
+        let nibbles = self.column_nibbles((words, step), l, 32);
         let o = self.b.ins().ishl_imm_s(l, 1);
         let oa = self.b.ins().iadd(out, o);
         for (j, &f) in order.iter().enumerate() {
@@ -172,18 +166,9 @@ impl Emit<'_, '_> {
         let Packing::Outer { order } = self.s.weights.packing else {
             unreachable!("columns are of words along N")
         };
-        let a = self.strided(words, k, step);
-        let mut v: Vec<Value> = self
-            .gather(a, inputs, step)
-            .into_iter()
-            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
-            .collect();
-        if inputs == 8 {
-            v.extend_from_within(..);
-        }
+        let nibbles = self.column_nibbles((words, step), k, inputs);
         let o = self.b.ins().ishl_imm_s(k, 1);
         let oa = self.b.ins().iadd(out, o);
-        let nibbles: Vec<[Value; 8]> = v.chunks_exact(4).map(|v| self.nibbles16(v)).collect();
         for (j, &f) in order.iter().enumerate() {
             let t = self.stored_table(64 * j as i32);
             let (ra, ro) = self.offset(oa, j * row_bytes);
@@ -202,6 +187,27 @@ impl Emit<'_, '_> {
                 }
             }
         }
+    }
+
+    /// The codes of `inputs` (8, 16 or 32) words from input `k` of a column
+    /// (`words + k * step`), 16 inputs a result: field `f` of 16 words in its
+    /// `[f]` (an 8-input step takes its 8 words twice).
+    fn column_nibbles(
+        &mut self,
+        (words, step): (Value, usize),
+        k: Value,
+        inputs: usize,
+    ) -> Vec<[Value; 8]> {
+        let a = self.strided(words, k, step);
+        let mut v: Vec<Value> = self
+            .gather(a, inputs, step)
+            .into_iter()
+            .map(|x| self.b.ins().bitcast(types::I8X16, lanes(), x))
+            .collect();
+        if inputs == 8 {
+            v.extend_from_within(..);
+        }
+        v.chunks_exact(4).map(|v| self.nibbles16(v)).collect()
     }
 
     /// Zero points (two I32X4) and scales (two F32X4) of the column's 8 rows from

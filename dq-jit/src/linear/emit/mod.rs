@@ -322,28 +322,19 @@ impl Emit<'_, '_> {
         (x, self.b.ins().iadd_imm_s(x, step), head)
     }
 
-    /// A run `k..end` streamed (rows start on a 64-byte line): `narrow` steps of
-    /// 8 inputs (plain stores) up to a multiple of 32, `line` steps of 32 (one
-    /// non-temporal line a row) while they fit, then `narrow` steps while they
-    /// fit; `k` ends at the first input left, and the builder at `done`.
+    /// A run `k..end` streamed (rows from `out` start on a 64-byte line):
+    /// `narrow` steps of 8 inputs (plain stores) up to a line, `line` steps of
+    /// 32 (one non-temporal line a row) while they fit, then `narrow` steps while
+    /// they fit; `k` ends at the first input left, and the builder at `done`.
     fn streamed_run(
         &mut self,
-        (k, end): (Variable, Value),
+        (k, end, out): (Variable, Value, Value),
         done: Block,
         narrow: &mut dyn FnMut(&mut Self, Value),
         line: &mut dyn FnMut(&mut Self, Value),
     ) {
-        let (kv, head, exit) = self.open_loop(k, None, |e, kv| {
-            let ke = e.b.ins().iadd_imm_s(kv, 8);
-            let fits = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-            let r = e.b.ins().band_imm_s(kv, 31);
-            let before = e.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
-            e.b.ins().band(fits, before)
-        });
-        narrow(self, kv);
-        let ke = self.b.ins().iadd_imm_s(kv, 8);
-        self.b.def_var(k, ke);
-        self.b.ins().jump(head, &[]);
+        let exit = self.b.create_block();
+        self.steps_to_line((k, end, out), exit, narrow);
         self.b.switch_to_block(exit);
         let lines = self.b.create_block();
         self.step_loop((k, end), 32, lines, line);
@@ -392,17 +383,7 @@ impl Emit<'_, '_> {
         self.b.ins().jump(lines, &[]);
         // Else 8 inputs a step to the first line.
         self.b.switch_to_block(head);
-        let (kv, top, _) = self.open_loop(k, Some(lines), |e, kv| {
-            let ke = e.b.ins().iadd_imm_s(kv, 8);
-            let fits = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
-            let at = e.line_offset(out, kv);
-            let inside = e.b.ins().icmp_imm_s(IntCC::NotEqual, at, 0);
-            e.b.ins().band(fits, inside)
-        });
-        narrow(self, kv);
-        let ke = self.b.ins().iadd_imm_s(kv, 8);
-        self.b.def_var(k, ke);
-        self.b.ins().jump(top, &[]);
+        self.steps_to_line((k, end, out), lines, narrow);
         // Whole lines while they fit, from a line's start.
         self.b.switch_to_block(lines);
         let (whole, rest, plain, skip) = (
@@ -453,6 +434,27 @@ impl Emit<'_, '_> {
         self.slot = self.b.ins().iadd(slot, half);
         let other = self.b.ins().isub(slot, half);
         self.b.ins().iadd_imm_s(other, 512)
+    }
+
+    /// `narrow(k)` steps of 8 inputs while they fit before `end` and input
+    /// `k`'s output (rows at `out`) lies inside a line; then on at `exit`.
+    fn steps_to_line(
+        &mut self,
+        (k, end, out): (Variable, Value, Value),
+        exit: Block,
+        narrow: &mut dyn FnMut(&mut Self, Value),
+    ) {
+        let (kv, top, _) = self.open_loop(k, Some(exit), |e, kv| {
+            let ke = e.b.ins().iadd_imm_s(kv, 8);
+            let fits = e.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, ke, end);
+            let at = e.line_offset(out, kv);
+            let inside = e.b.ins().icmp_imm_s(IntCC::NotEqual, at, 0);
+            e.b.ins().band(fits, inside)
+        });
+        narrow(self, kv);
+        let ke = self.b.ins().iadd_imm_s(kv, 8);
+        self.b.def_var(k, ke);
+        self.b.ins().jump(top, &[]);
     }
 
     /// True (I8) when `x` is a multiple of 32.

@@ -66,7 +66,7 @@ impl Emit<'_, '_> {
         self.if_aligned(kv, 8, tail);
         match self.s.store {
             Store::Lines => self.streamed_run(
-                (k, end),
+                (k, end, rows[0].out),
                 tail,
                 &mut |e, kv| e.quad_word(&rows, kv, &tabs),
                 &mut |e, kv| e.quad_step(&rows, kv, &tabs, true),
