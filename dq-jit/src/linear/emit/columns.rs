@@ -141,12 +141,12 @@ impl Emit<'_, '_> {
             unreachable!("columns are of words along N")
         };
         let row_bytes = self.s.k * 2;
-        let nibbles = self.column_nibbles((words, step), l, 32);
+        let places = self.column_places((words, step), l, 32);
         let o = self.b.ins().ishl_imm_s(l, 1);
         let oa = self.b.ins().iadd(out, o);
         for (j, &f) in order.iter().enumerate() {
             let f = usize::from(f);
-            let codes = [nibbles[0][f], nibbles[1][f]];
+            let codes = [0, 1].map(|h| self.field_codes(&places[h], f));
             let line = self.line_of(codes, (prev, 64 * j as i32), d);
             let (ra, ro) = self.offset(oa, j * row_bytes);
             let la = self.b.ins().iadd_imm_s(ra, i64::from(ro));
@@ -166,7 +166,7 @@ impl Emit<'_, '_> {
         let Packing::Outer { order } = self.s.weights.packing else {
             unreachable!("columns are of words along N")
         };
-        let nibbles = self.column_nibbles((words, step), k, inputs);
+        let places = self.column_places((words, step), k, inputs);
         let o = self.b.ins().ishl_imm_s(k, 1);
         let oa = self.b.ins().iadd(out, o);
         for (j, &f) in order.iter().enumerate() {
@@ -175,13 +175,19 @@ impl Emit<'_, '_> {
             let f = usize::from(f);
             match inputs {
                 8 => {
-                    let [y, _] = self.lookup16v(t, nibbles[0][f]);
+                    let c = self.field_codes(&places[0], f);
+                    let [y, _] = self.lookup16v(t, c);
                     self.b.ins().store(mem(), y, ra, ro);
                 }
-                16 => self.lookup16(t, nibbles[0][f], ra, ro),
+                16 => {
+                    let c = self.field_codes(&places[0], f);
+                    self.lookup16(t, c, ra, ro)
+                }
                 _ => {
-                    let [a, b] = self.lookup16v(t, nibbles[0][f]);
-                    let [c, d] = self.lookup16v(t, nibbles[1][f]);
+                    let c0 = self.field_codes(&places[0], f);
+                    let [a, b] = self.lookup16v(t, c0);
+                    let c1 = self.field_codes(&places[1], f);
+                    let [c, d] = self.lookup16v(t, c1);
                     let line = self.b.ins().iadd_imm_s(ra, i64::from(ro));
                     crate::host_store::line(&mut self.b, line, [a, b, c, d]);
                 }
@@ -189,15 +195,15 @@ impl Emit<'_, '_> {
         }
     }
 
-    /// The codes of `inputs` (8, 16 or 32) words from input `k` of a column
-    /// (`words + k * step`), 16 inputs a result: field `f` of 16 words in its
-    /// `[f]` (an 8-input step takes its 8 words twice).
-    fn column_nibbles(
+    /// The [`byte_places`](Self::byte_places) of `inputs` (8, 16 or 32) words
+    /// from input `k` of a column (`words + k * step`), 16 inputs a result (an
+    /// 8-input step takes its 8 words twice).
+    fn column_places(
         &mut self,
         (words, step): (Value, usize),
         k: Value,
         inputs: usize,
-    ) -> Vec<[Value; 8]> {
+    ) -> Vec<[Value; 4]> {
         let a = self.strided(words, k, step);
         let mut v: Vec<Value> = self
             .gather(a, inputs, step)
@@ -207,7 +213,7 @@ impl Emit<'_, '_> {
         if inputs == 8 {
             v.extend_from_within(..);
         }
-        v.chunks_exact(4).map(|v| self.nibbles16(v)).collect()
+        v.chunks_exact(4).map(|v| self.byte_places(v)).collect()
     }
 
     /// Zero points (two I32X4) and scales (two F32X4) of the column's 8 rows from
@@ -282,22 +288,26 @@ impl Emit<'_, '_> {
         (zs, ss)
     }
 
-    /// Field `f` of 16 words (four I8X16 of 4 words, in order) in result `f`,
-    /// byte `i` for word `i`: each vector's bytes grouped by place (byte 0 of its
-    /// words, then byte 1, ...), a 4x4 transpose of those groups, then the nibbles.
-    fn nibbles16(&mut self, v: &[Value]) -> [Value; 8] {
+    /// The bytes of 16 words (four I8X16 of 4 words, in order) by place: result
+    /// `b` holds byte `b` of word `i` in its byte `i` (each vector's bytes grouped
+    /// by place, then a 4x4 transpose of those groups).
+    fn byte_places(&mut self, v: &[Value]) -> [Value; 4] {
         let by_place: [u8; 16] = std::array::from_fn(|i| (4 * (i % 4) + i / 4) as u8);
         let g: [Value; 4] = std::array::from_fn(|i| self.shuffle(v[i], v[i], by_place));
-        let bytes = self.transpose4(g);
-        let mut out = [v[0]; 8];
-        for (b, x) in bytes.into_iter().enumerate() {
-            out[2 * b] = self.and_c8(x);
-            let x32 = self.b.ins().bitcast(types::I32X4, lanes(), x);
-            let hi = self.ushr(x32, 4);
-            let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
-            out[2 * b + 1] = self.and_c8(hi);
+        self.transpose4(g)
+    }
+
+    /// Field `f` of 16 words from their [`byte_places`](Self::byte_places),
+    /// byte `i` for word `i`.
+    fn field_codes(&mut self, places: &[Value; 4], f: usize) -> Value {
+        let x = places[f / 2];
+        if f.is_multiple_of(2) {
+            return self.and_c8(x);
         }
-        out
+        let x32 = self.b.ins().bitcast(types::I32X4, lanes(), x);
+        let hi = self.ushr(x32, 4);
+        let hi = self.b.ins().bitcast(types::I8X16, lanes(), hi);
+        self.and_c8(hi)
     }
 
     /// `x & 0x0f` in every byte.
