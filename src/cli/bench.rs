@@ -143,18 +143,20 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     for dst in &mut dsts {
         jobs.push(plan.bind(&src, scales.as_ref(), zps.as_ref(), dst)?);
     }
-    let copy_bytes = if a.no_memcpy { 0 } else { dst_bytes };
-    let copy_src = buf(copy_bytes, 1);
-    let mut copy_dst = buf(copy_bytes, 0);
     let threads = a.case.threads;
-    let pool = copy_pool(threads)?;
+    // The memcpy yardstick's buffers and pool, unless `--no-memcpy`.
+    let mut copy = match a.no_memcpy {
+        true => None,
+        false => Some((buf(dst_bytes, 1), buf(dst_bytes, 0), copy_pool(threads)?)),
+    };
+    let timed_copy = copy.is_some();
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
     for (job, (_, kernel)) in jobs.iter_mut().zip(&kernels) {
         calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
     }
-    if !a.no_memcpy {
-        calls.push(Box::new(|| {
-            parallel_copy(pool.as_ref(), &copy_src, &mut copy_dst);
+    if let Some((copy_src, copy_dst, pool)) = copy.as_mut() {
+        calls.push(Box::new(move || {
+            parallel_copy(pool.as_ref(), copy_src, copy_dst);
             Ok(())
         }));
     }
@@ -168,7 +170,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             bytes: call_bytes,
         })
         .collect();
-    if !a.no_memcpy {
+    if timed_copy {
         rows.push(Row {
             backend: "memcpy".into(),
             samples: Vec::new(),
@@ -508,20 +510,14 @@ fn print_table(case: &Value, rows: &[Row], jit_compile_us: Option<f64>) {
         c("src_bytes"),
         c("dst_bytes")
     );
-    let copy = (rows.iter())
-        .find(|r| r.backend == "memcpy")
-        .map_or(f64::NAN, Row::gbps);
+    let copy = (rows.iter()).find(|r| r.backend == "memcpy").map(Row::gbps);
     let paired = format!("vs {}", rows[0].backend);
     println!(
         "{:<10} {:>12} {:>12} {:>9} {:>10} {:>14} {:>6}",
         "backend", "median ms", "min ms", "GB/s", "vs memcpy", paired, "reps"
     );
     for r in rows {
-        let vs = if copy.is_nan() {
-            "-".to_string()
-        } else {
-            format!("{:.2}x", r.gbps() / copy)
-        };
+        let vs = copy.map_or("-".to_string(), |c| format!("{:.2}x", r.gbps() / c));
         println!(
             "{:<10} {:>12.3} {:>12.3} {:>9.2} {:>10} {:>13.3}x {:>6}",
             r.backend,

@@ -533,12 +533,9 @@ fn calls(
     .map(move |s| s..(s - s % align + tile).min(end));
     let starts = std::iter::once(0).chain((chunk - shift..k).step_by(chunk));
     tiles.flat_map(move |n| {
-        starts.clone().map(move |k0| {
-            (
-                n.clone(),
-                k0..((k0 + shift) / chunk * chunk + chunk - shift).min(k),
-            )
-        })
+        starts
+            .clone()
+            .map(move |k0| (n.clone(), k0..(k0 + chunk - (k0 + shift) % chunk).min(k)))
     })
 }
 

@@ -90,24 +90,23 @@ impl Emit<'_, '_> {
         self.tables(&zs, &ss, w, 0);
         let tail = self.b.create_block();
         let src = (words, step);
-        let rows = (out, row_bytes);
         match self.s.store {
             Store::Lines => self.streamed_run(
                 (k, end, out),
                 tail,
-                &mut |e, kv| e.column_step(src, rows, kv, 8),
-                &mut |e, kv| e.column_step(src, rows, kv, 32),
+                &mut |e, kv| e.column_step(src, out, kv, 8),
+                &mut |e, kv| e.column_line(src, (out, kv), prev, 0),
             ),
             Store::Skewed(at) => self.skewed_run(
                 (k, end),
                 (kv, k0, out),
                 (tail, at),
-                &mut |e, kv| e.column_step(src, rows, kv, 8),
-                &mut |e, kv| e.column_step(src, rows, kv, 32),
-                &mut |e, l| e.line_across(src, (out, l), prev, i64::from(at / 2)),
+                &mut |e, kv| e.column_step(src, out, kv, 8),
+                &mut |e, kv| e.column_line(src, (out, kv), prev, 0),
+                &mut |e, l, d| e.column_line(src, (out, l), prev, d),
             ),
             Store::Plain => self.step_loop((k, end), 16, tail, &mut |e, kv| {
-                e.column_step(src, rows, kv, 16)
+                e.column_step(src, out, kv, 16)
             }),
         }
         // The rest one input at a time: one word, 8 rows.
@@ -129,8 +128,8 @@ impl Emit<'_, '_> {
 
     /// The line of inputs `l..l + 32` of the column's rows at `out`, its first
     /// `d` inputs by the previous group's tables (at `prev`) and the rest by
-    /// this group's, streamed.
-    fn line_across(
+    /// this group's, streamed (`d` 0: a line of one group).
+    fn column_line(
         &mut self,
         (words, step): (Value, usize),
         (out, l): (Value, Value),
@@ -154,43 +153,25 @@ impl Emit<'_, '_> {
         }
     }
 
-    /// `inputs` (8, 16 or 32) inputs from `k` of the column's 8 rows, the group's
-    /// tables in the slot: 32 write each row's non-temporal line.
-    fn column_step(
-        &mut self,
-        (words, step): (Value, usize),
-        (out, row_bytes): (Value, usize),
-        k: Value,
-        inputs: usize,
-    ) {
+    /// `inputs` (8 or 16) inputs from `k` of the column's 8 rows at `out`, the
+    /// group's tables in the slot, with plain stores.
+    fn column_step(&mut self, src: (Value, usize), out: Value, k: Value, inputs: usize) {
         let Packing::Outer { order } = self.s.weights.packing else {
             unreachable!("columns are of words along N")
         };
-        let places = self.column_places((words, step), k, inputs);
+        let row_bytes = self.s.k * 2;
+        let places = self.column_places(src, k, inputs);
         let o = self.b.ins().ishl_imm_s(k, 1);
         let oa = self.b.ins().iadd(out, o);
         for (j, &f) in order.iter().enumerate() {
             let t = self.stored_table(64 * j as i32);
             let (ra, ro) = self.offset(oa, j * row_bytes);
-            let f = usize::from(f);
-            match inputs {
-                8 => {
-                    let c = self.field_codes(&places[0], f);
-                    let [y, _] = self.lookup16v(t, c);
-                    self.b.ins().store(mem(), y, ra, ro);
-                }
-                16 => {
-                    let c = self.field_codes(&places[0], f);
-                    self.lookup16(t, c, ra, ro)
-                }
-                _ => {
-                    let c0 = self.field_codes(&places[0], f);
-                    let [a, b] = self.lookup16v(t, c0);
-                    let c1 = self.field_codes(&places[1], f);
-                    let [c, d] = self.lookup16v(t, c1);
-                    let line = self.b.ins().iadd_imm_s(ra, i64::from(ro));
-                    crate::host_store::line(&mut self.b, line, [a, b, c, d]);
-                }
+            let c = self.field_codes(&places[0], usize::from(f));
+            if inputs == 8 {
+                let [y, _] = self.lookup16v(t, c);
+                self.b.ins().store(mem(), y, ra, ro);
+            } else {
+                self.lookup16(t, c, ra, ro);
             }
         }
     }

@@ -39,6 +39,8 @@ mod columns;
 mod quads;
 mod rows;
 mod stage;
+mod tables;
+mod values;
 
 pub(super) use stage::stages;
 
@@ -55,8 +57,6 @@ pub(super) fn can_stream(s: &Shape) -> bool {
 pub(super) fn can_skew(s: &Shape) -> bool {
     can_stream(s) && matches!(s.groups, super::GroupMode::Size(g) if g.is_multiple_of(32))
 }
-mod tables;
-mod values;
 
 use super::{Args, PackShape, Shape, Store};
 
@@ -359,7 +359,7 @@ impl Emit<'_, '_> {
         (done, at): (Block, u8),
         narrow: &mut dyn FnMut(&mut Self, Value),
         line: &mut dyn FnMut(&mut Self, Value),
-        across: &mut dyn FnMut(&mut Self, Value),
+        across: &mut dyn FnMut(&mut Self, Value, i64),
     ) {
         let d = i64::from(at / 2);
         let (cross, head, lines) = (
@@ -373,12 +373,12 @@ impl Emit<'_, '_> {
         let after = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, l, k0);
         let l32 = self.b.ins().iadd_imm_s(l, 32);
         let room = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, l32, end);
-        let whole = self.multiple_of_32(start);
+        let on_32 = self.is_multiple(start, 32);
         let ok = self.b.ins().band(after, room);
-        let ok = self.b.ins().band(ok, whole);
+        let ok = self.b.ins().band(ok, on_32);
         self.b.ins().brif(ok, cross, &[], head, &[]);
         self.b.switch_to_block(cross);
-        across(self, l);
+        across(self, l, d);
         self.b.def_var(k, l32);
         self.b.ins().jump(lines, &[]);
         // Else 8 inputs a step to the first line.
@@ -410,7 +410,7 @@ impl Emit<'_, '_> {
             .b
             .ins()
             .icmp(IntCC::UnsignedLessThanOrEqual, e32, self.k1);
-        let whole_end = self.multiple_of_32(end);
+        let whole_end = self.is_multiple(end, 32);
         let leave = self.b.ins().band(last, fits);
         let leave = self.b.ins().band(leave, whole_end);
         self.b.ins().brif(leave, skip, &[], plain, &[]);
@@ -457,9 +457,9 @@ impl Emit<'_, '_> {
         self.b.ins().jump(top, &[]);
     }
 
-    /// True (I8) when `x` is a multiple of 32.
-    fn multiple_of_32(&mut self, x: Value) -> Value {
-        let r = self.b.ins().band_imm_s(x, 31);
+    /// True (I8) when `x` is a multiple of `align` (a power of two).
+    fn is_multiple(&mut self, x: Value, align: i64) -> Value {
+        let r = self.b.ins().band_imm_s(x, align - 1);
         self.b.ins().icmp_imm_s(IntCC::Equal, r, 0)
     }
 
@@ -475,14 +475,16 @@ impl Emit<'_, '_> {
     /// at`) and the rest in this group's (at `slot + at`).
     fn line_of(&mut self, c: [Value; 2], (prev, at): (Value, i32), d: i64) -> [Value; 4] {
         let cur = self.stored_table(at);
-        let old = (
-            self.b.ins().load(types::I8X16, mem(), prev, at),
-            self.b.ins().load(types::I8X16, mem(), prev, at + 16),
-        );
+        let old = (d > 0).then(|| {
+            (
+                self.b.ins().load(types::I8X16, mem(), prev, at),
+                self.b.ins().load(types::I8X16, mem(), prev, at + 16),
+            )
+        });
         let mut line = [c[0]; 4];
         for (h, &c) in c.iter().enumerate() {
             let first = 16 * h as i64;
-            let p = (first < d).then(|| self.lookup16v(old, c));
+            let p = old.filter(|_| first < d).map(|t| self.lookup16v(t, c));
             let n = (first + 16 > d).then(|| self.lookup16v(cur, c));
             for i in 0..2 {
                 let from = if first + 8 * (i as i64) < d { p } else { n };
@@ -511,8 +513,7 @@ impl Emit<'_, '_> {
     /// Continues where `v % align == 0` (a power of two), else jumps to `other`.
     fn if_aligned(&mut self, v: Value, align: i64, other: Block) {
         let yes = self.b.create_block();
-        let r = self.b.ins().band_imm_s(v, align - 1);
-        let ok = self.b.ins().icmp_imm_s(IntCC::Equal, r, 0);
+        let ok = self.is_multiple(v, align);
         self.b.ins().brif(ok, yes, &[], other, &[]);
         self.b.switch_to_block(yes);
     }

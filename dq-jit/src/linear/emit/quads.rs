@@ -77,7 +77,7 @@ impl Emit<'_, '_> {
                 (tail, at),
                 &mut |e, kv| e.quad_word(&rows, kv, &tabs),
                 &mut |e, kv| e.quad_step(&rows, kv, &tabs, true),
-                &mut |e, l| e.quad_across(&rows, l, prev, i64::from(at / 2)),
+                &mut |e, l, d| e.quad_across(&rows, l, prev, d),
             ),
             Store::Plain => self.step_loop((k, end), 32, tail, &mut |e, kv| {
                 e.quad_step(&rows, kv, &tabs, false)
