@@ -252,10 +252,14 @@ fn random_case(rng: &mut Rng) -> Case {
     let bits = if rng.one_in(3) { 8 } else { 4 };
     let w = 32 / bits as usize;
     let big = rng.one_in(4);
-    // Big cases cross the JIT's tiles (64 rows, or 128 for 4-bit words along N, 512
-    // where AWQ-like word columns are staged)
-    // and its 2048-input chunks.
-    let n = 1 + rng.below(if big { 700 } else { 40 }) as usize;
+    // Big cases cross the JIT's tiles (64 rows, or 128 for 4-bit words along N,
+    // 1024 where AWQ-like word columns are staged) and its chunks (2048 inputs,
+    // 1024 staged).
+    let n = 1 + match (big, rng.one_in(3)) {
+        (true, true) => 1000 + rng.below(1200),
+        (true, false) => rng.below(700),
+        _ => rng.below(40),
+    } as usize;
     let k = match rng.below(4) {
         0 => 1 + rng.below(40) as usize,
         1 => 1024 + rng.below(3200) as usize,

@@ -45,7 +45,9 @@ struct Case {
 
 /// A random case, its group size `size` where given.
 fn random_case(rng: &mut Rng, size: Option<usize>) -> Case {
-    let n = 8 * (1 + rng.below(40) as usize);
+    // Now and then more rows than a staged tile's 1024.
+    let columns = if rng.one_in(4) { 280 } else { 40 };
+    let n = 8 * (1 + rng.below(columns) as usize);
     let k = 32 * (1 + rng.below(40) as usize);
     let size = size.unwrap_or_else(|| rng.pick(&[8, 16, 24, 32, 40, 64, 128, k]));
     let groups = k.div_ceil(size);

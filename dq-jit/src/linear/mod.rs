@@ -78,14 +78,21 @@ pub const TILE_ROWS: usize = 64;
 /// Words per tile along N (`16 * 32 / bits` rows), unstaged.
 pub const TILE_WORDS: usize = 16;
 /// Words per tile along N where word columns are staged (AWQ): a tile's words
-/// of one input are 4 cache lines.
-pub const STAGE_WORDS: usize = 64;
+/// of one input are 8 cache lines.
+pub const STAGE_WORDS: usize = 128;
 /// Inputs per call where word columns are staged. By `examples/linear_speed.rs`
-/// on AMD EPYC Zen 4 (AWQ 4096x11008 g128 -> bf16, one thread), 64 words by 512
-/// inputs ran 10.3-10.9 ms, 16 by 2048 12.0-12.1, 16 by 512 13.7, 128 by 512
-/// 12.2-12.7, 64 by 1024 11.3-11.5; later 48-96 by 384-512 were no faster, and
-/// a stage over 128 KiB slower.
-pub const STAGE_INPUTS: usize = 512;
+/// (AWQ 4096x11008 g128 -> bf16, one thread, alternated builds): on AMD EPYC
+/// Zen 5, 128 words by 1024 inputs ran 4.4-4.6 ms from a line and 4.7-5.1 off
+/// one, against 4.5-4.7 and 4.9-5.5 for 128 by 512, 5.3-6.0 and 5.5-6.1 for the
+/// earlier 64 by 512, and 5.5-6.0 off a line for 64 by 1024 (a call off a line
+/// computes one group's tables more than its inputs need, so longer calls pay
+/// that less often).
+pub const STAGE_INPUTS: usize = 1024;
+/// Words from one staged column to the next: [`STAGE_INPUTS`] and a line. With
+/// no pad the columns' words of one input lie a multiple of 4 KiB apart, in the
+/// same few L1 sets, and staging ran 5.4 ms of AWQ's 8.6 on Zen 5 (64 by 512);
+/// with it, 1.9.
+pub const STAGE_STRIDE: usize = STAGE_INPUTS + 16;
 /// Shapes kept before the cache is emptied.
 const CAPACITY: usize = 256;
 
@@ -200,8 +207,8 @@ struct Args {
     scales: *const u8,
     gidx: *const u8,
     out: *mut u8,
-    /// Where staged word columns go ([`STAGE_WORDS`] x [`STAGE_INPUTS`] words),
-    /// for functions that stage them.
+    /// Where staged word columns go ([`STAGE_WORDS`] columns of
+    /// [`STAGE_STRIDE`] words), for functions that stage them.
     stage: *mut u8,
     n0: usize,
     n1: usize,
@@ -244,7 +251,7 @@ impl LinearKernel {
     /// `first`, `k0..k1` inside its K, and `out` valid for writing
     /// `(n1 - first) * K` elements of the shape's output type; where the shape
     /// stages word columns ([`emit::stages`]), `stage` valid for writing and
-    /// reading `STAGE_WORDS * STAGE_INPUTS` words, rows `n0..n1` within
+    /// reading `STAGE_WORDS * STAGE_STRIDE` words, rows `n0..n1` within
     /// `STAGE_WORDS` word columns and `k1 - k0 <= STAGE_INPUTS`; where it
     /// stores [`Store::Lines`], every row of `out` starting on a 64-byte line;
     /// where [`Store::Skewed`], every row at its offset into one.
@@ -461,7 +468,7 @@ impl LinearJit {
         };
         // The stage of a call's word columns.
         let stage_words = if staged {
-            STAGE_WORDS * STAGE_INPUTS
+            STAGE_WORDS * STAGE_STRIDE
         } else {
             0
         };
@@ -496,7 +503,7 @@ impl LinearJit {
             // inside 0..N above, and its inputs in 0..K; `out` holds `rows.len() *
             // K` elements of `T` (checked above) and is borrowed mutably for this
             // call; `stage`, for a function that stages, holds `STAGE_WORDS *
-            // STAGE_INPUTS` words and is ours, and the call's rows span at most
+            // STAGE_STRIDE` words and is ours, and the call's rows span at most
             // `STAGE_WORDS` word columns (a tile starts at a word's first row) and
             // `STAGE_INPUTS` inputs; where the shape streams, every row of `out`
             // starts at the offset into a line the shape names and is whole

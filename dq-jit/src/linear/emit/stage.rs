@@ -7,7 +7,7 @@
 //! each line is read once for all its columns.
 use cranelift_codegen::ir::{InstBuilder, Value, types};
 
-use super::super::{STAGE_INPUTS, Shape};
+use super::super::{STAGE_STRIDE, Shape};
 use super::{Emit, mem};
 
 /// True when a function of `s` stages word columns: columns (see
@@ -18,11 +18,11 @@ pub(in crate::linear) fn stages(s: &Shape) -> bool {
 }
 
 impl Emit<'_, '_> {
-    /// Byte address of staged word `(k, c)`: column `c - c0` at `STAGE_INPUTS`
+    /// Byte address of staged word `(k, c)`: column `c - c0` at `STAGE_STRIDE`
     /// words a column, input `k - k0` in it.
     pub(super) fn staged_column(&mut self, c: Value, c0: Value, k0: Value) -> Value {
         let dc = self.b.ins().isub(c, c0);
-        let off = self.mul_c(dc, STAGE_INPUTS * 4);
+        let off = self.mul_c(dc, STAGE_STRIDE * 4);
         let base = self.b.ins().iadd(self.p.stage, off);
         let k4 = self.b.ins().ishl_imm_s(k0, 2);
         self.b.ins().isub(base, k4)
@@ -44,7 +44,7 @@ impl Emit<'_, '_> {
         let col = self.staged_column(cv, c0, k0);
         let dst = self.strided(col, kv, 4);
         for (j, x) in t.into_iter().enumerate() {
-            let off = (j * STAGE_INPUTS * 4) as i32;
+            let off = (j * STAGE_STRIDE * 4) as i32;
             self.b.ins().store(mem(), x, dst, off);
         }
         self.b.def_var(c, cn);
