@@ -28,6 +28,7 @@ mod cache;
 mod compile;
 mod error;
 mod host_f16;
+mod host_prefetch;
 mod host_store;
 mod lane_math;
 mod linear;

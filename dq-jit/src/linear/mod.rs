@@ -18,7 +18,8 @@
 //! words along N (AWQ) a word column of 8 rows at a time (each word loaded once,
 //! its 8 fields split by byte shuffles, 8 tables in a stack slot), the words of a
 //! call's columns first staged in memory order into a buffer, a column's side by
-//! side ([`STAGE_WORDS`] by [`STAGE_INPUTS`]). Where every row of a 16-bit
+//! side ([`STAGE_WORDS`] by [`STAGE_INPUTS`]; the rows a few inputs ahead
+//! prefetched as it goes, `host_prefetch`). Where every row of a 16-bit
 //! output starts on a 64-byte line, both write whole lines (32 inputs from a
 //! multiple of 32) with non-temporal stores (`host_store`), the inputs before and
 //! after 8 at a time with plain stores. Where every row starts 16, 32 or 48 bytes
@@ -67,6 +68,7 @@ use dq_runtime::linear::{Groups, Linear, LinearError, Out, Packed, Packing, Scal
 
 use crate::compile::{self, Compiled};
 use crate::error::JitError;
+use crate::host_prefetch;
 
 /// Inputs per call (a chunk of a tile's rows). The tile sizes were chosen by
 /// `benches/checkpoints.rs` on AMD EPYC Zen 4 (4096x11008 g128 -> bf16, 1 thread):
@@ -93,6 +95,8 @@ pub const STAGE_INPUTS: usize = 1024;
 /// same few L1 sets, and staging ran 5.4 ms of AWQ's 8.6 on Zen 5 (64 by 512);
 /// with it, 1.9.
 pub const STAGE_STRIDE: usize = STAGE_INPUTS + 16;
+// A stage's prefetch takes a tile's words of an input: its 8 lines.
+const _: () = assert!(STAGE_WORDS * 4 == host_prefetch::ROW_BYTES);
 /// Shapes kept before the cache is emptied.
 const CAPACITY: usize = 256;
 
@@ -216,6 +220,10 @@ struct Args {
     k1: usize,
     /// The row `out` starts at.
     first: usize,
+    /// The highest address from which a stage's prefetch of the next rows
+    /// ([`crate::host_prefetch`]) stays inside the words' buffer; null where
+    /// the buffer is too short, or nothing is staged: no prefetch.
+    ahead_limit: *const u8,
 }
 
 /// The compiled function's type.
@@ -473,6 +481,11 @@ impl LinearJit {
             0
         };
         let mut stage = vec![0u32; stage_words];
+        let ahead_limit = if staged {
+            ahead_limit(q)
+        } else {
+            core::ptr::null()
+        };
         let mut args = Args {
             words: q.words.as_ptr(),
             zeros: l.zeros().map_or(core::ptr::null(), |z| z.words.as_ptr()),
@@ -488,6 +501,7 @@ impl LinearJit {
             k0: 0,
             k1: 0,
             first: rows.start,
+            ahead_limit,
         };
         // Skewed: calls end where lines do, so no line is split between two.
         let shift = match shape.store {
@@ -510,7 +524,8 @@ impl LinearJit {
             // lines (checked above), and the function streams only whole,
             // aligned lines of the call's outputs (see `emit::skewed_run`);
             // the function touches no other memory than those views, the stage
-            // and its stack.
+            // and its stack (its prefetches, which read nothing, name only
+            // lines of the words, below `ahead_limit`).
             unsafe { kernel.call(&args) };
         }
         if shape.store != Store::Plain {
@@ -521,6 +536,17 @@ impl LinearJit {
         }
         Ok(())
     }
+}
+
+/// The highest address of `q`'s words from which a stage's prefetch (rows
+/// `host_prefetch::ROWS` of `ROW_BYTES`, a column stride apart) reads only
+/// the buffer; null where the buffer is shorter than that span.
+fn ahead_limit(q: &Packed<'_>) -> *const u8 {
+    q.col_stride
+        .checked_mul(4 * (host_prefetch::ROWS - 1))
+        .and_then(|b| b.checked_add(host_prefetch::ROW_BYTES))
+        .and_then(|b| q.words.len().checked_sub(b))
+        .map_or(core::ptr::null(), |at| q.words[at..].as_ptr())
 }
 
 /// The calls of a run over `rows`: tiles of `tile` rows (the first from a
@@ -560,6 +586,31 @@ fn has_pshufb(isa: &cranelift_codegen::isa::OwnedTargetIsa) -> bool {
 mod tests {
     use super::*;
     use dq_runtime::linear::Scales;
+
+    /// The prefetch's last rows end at the words' end, and a buffer shorter
+    /// than its span gets none.
+    #[test]
+    fn ahead_limit_keeps_the_prefetch_in_the_words() {
+        let words = vec![0u8; 4096];
+        let q = |col_stride, words| Packed {
+            words,
+            bits: 4,
+            packing: Packing::Outer {
+                order: [0, 4, 1, 5, 2, 6, 3, 7],
+            },
+            row_stride: 1,
+            col_stride,
+            offset: 0,
+        };
+        let limit = ahead_limit(&q(100, &words));
+        assert_eq!(
+            limit as usize + 3 * 400 + 512,
+            words.as_ptr() as usize + 4096
+        );
+        assert!(ahead_limit(&q(100, &words[..1711])).is_null());
+        assert_eq!(ahead_limit(&q(100, &words[..1712])), words.as_ptr());
+        assert!(ahead_limit(&q(usize::MAX / 2, &words)).is_null());
+    }
 
     /// The CLIF of one tiny linear shape (4-bit along K, no zero points, f32
     /// scales, bf16 out), so changes in emitted code show in review.

@@ -5,7 +5,8 @@
 //! fn(args: *const Args)
 //!   columns (4-bit along N -> 16-bit, groups by size; `columns`): word columns of
 //!          8 rows inside n0..n1 at once, 16 inputs a step; partial columns by rows;
-//!          words side by side (AWQ) first staged by column (`stage`)
+//!          words side by side (AWQ) first staged by column (`stage`), the
+//!          rows a few inputs ahead prefetched (`host_prefetch`)
 //!   stream (quads and staged columns, rows starting on a 64-byte line): per run,
 //!          8 inputs a step up to a multiple of 32, then 32 (a non-temporal line
 //!          a row), then 8 (`streamed_run`); rows starting 16, 32 or 48 bytes
@@ -91,6 +92,7 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Func
         gidx: field(&mut b, std::mem::offset_of!(Args, gidx)),
         out: field(&mut b, std::mem::offset_of!(Args, out)),
         stage: field(&mut b, std::mem::offset_of!(Args, stage)),
+        ahead_limit: stages(shape).then(|| field(&mut b, std::mem::offset_of!(Args, ahead_limit))),
     };
     let n0 = field(&mut b, std::mem::offset_of!(Args, n0));
     let n1 = field(&mut b, std::mem::offset_of!(Args, n1));
@@ -142,6 +144,8 @@ struct Ptrs {
     gidx: Value,
     out: Value,
     stage: Value,
+    /// Where the function stages: `Args::ahead_limit`.
+    ahead_limit: Option<Value>,
 }
 
 /// Per-row values.

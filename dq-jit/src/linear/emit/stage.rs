@@ -9,6 +9,7 @@ use cranelift_codegen::ir::{InstBuilder, Value, types};
 
 use super::super::{STAGE_STRIDE, Shape};
 use super::{Emit, mem};
+use crate::host_prefetch;
 
 /// True when a function of `s` stages word columns: columns (see
 /// [`by_columns`](super::columns::by_columns)) whose words lie side by side (a
@@ -36,6 +37,7 @@ impl Emit<'_, '_> {
         let k = self.var(types::I64, k0);
         let tail = self.b.create_block();
         let (kv, kn, head) = self.while_fits(k, 4, self.k1, tail);
+        self.prefetch_ahead(kv, c0);
         let c = self.var(types::I64, c0);
         let crest = self.b.create_block();
         let (cv, cn, chead) = self.while_fits(c, 4, c1, crest);
@@ -66,6 +68,24 @@ impl Emit<'_, '_> {
         self.stage_word(kv, cv, c0, k0);
         self.next_one(c, cv, chead, cdone);
         self.next_one(k, kv, thead, tdone);
+    }
+
+    /// Prefetches the tile's words of inputs `k + AHEAD ..` (4 rows of 8 lines
+    /// from column `c0`), their address clamped to `Args::ahead_limit` so that
+    /// every line lies in the words' buffer; none where that limit is null.
+    fn prefetch_ahead(&mut self, k: Value, c0: Value) {
+        let (go, done) = (self.b.create_block(), self.b.create_block());
+        let limit = self.p.ahead_limit.expect("a staging function loads it");
+        self.b.ins().brif(limit, go, &[], done, &[]);
+        self.b.switch_to_block(go);
+        let ka = self.b.ins().iadd_imm_s(k, host_prefetch::AHEAD);
+        let a = self.word_addr(ka, c0);
+        let a = self.b.ins().umin(a, limit);
+        let cs = self.s.weights.col_stride.wrapping_mul(4);
+        let stride = self.b.ins().iconst(types::I64, cs as i64);
+        host_prefetch::rows(&mut self.b, a, stride);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     /// Byte address of word `(k, c)` in the weights (a row stride of one word).
