@@ -4,8 +4,8 @@
 //! keep few of those rows in flight, so the stage waits on memory. Prefetching
 //! the rows [`AHEAD`] inputs ahead, measured on AMD EPYC Zen 5 (4096x11008 g128
 //! -> bf16, one thread, `cargo run --release -p dq-jit --example linear_speed`,
-//! alternated builds): AWQ JIT 4.73-4.84 -> 4.01-4.63 ms off a line, 4.36-4.56
-//! -> 3.85-4.07 from one (16 and 64 inputs ahead ran alike; `prefetcht1` a
+//! alternated builds): AWQ JIT 4.67-5.32 -> 4.37-4.46 ms off a line, 4.36-4.89
+//! -> 3.89-4.28 from one (16 and 64 inputs ahead ran alike; `prefetcht1` a
 //! little slower).
 
 use cranelift_codegen::ir::Value;

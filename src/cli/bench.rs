@@ -145,11 +145,11 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     }
     let threads = a.case.threads;
     // The memcpy yardstick's buffers and pool, unless `--no-memcpy`.
-    let mut copy = match a.no_memcpy {
-        true => None,
-        false => Some((buf(dst_bytes, 1), buf(dst_bytes, 0), copy_pool(threads)?)),
+    let mut copy = if a.no_memcpy {
+        None
+    } else {
+        Some((buf(dst_bytes, 1), buf(dst_bytes, 0), copy_pool(threads)?))
     };
-    let timed_copy = copy.is_some();
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
     for (job, (_, kernel)) in jobs.iter_mut().zip(&kernels) {
         calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
@@ -170,7 +170,7 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             bytes: call_bytes,
         })
         .collect();
-    if timed_copy {
+    if !a.no_memcpy {
         rows.push(Row {
             backend: "memcpy".into(),
             samples: Vec::new(),

@@ -474,18 +474,13 @@ impl LinearJit {
             }
             Packing::Outer { .. } => (q.per_word(), q.per_word() * TILE_WORDS, CHUNK),
         };
-        // The stage of a call's word columns.
-        let stage_words = if staged {
-            STAGE_WORDS * STAGE_STRIDE
+        // The stage of a call's word columns, and how far its prefetch may go.
+        let (stage_words, ahead_limit) = if staged {
+            (STAGE_WORDS * STAGE_STRIDE, ahead_limit(q))
         } else {
-            0
+            (0, core::ptr::null())
         };
         let mut stage = vec![0u32; stage_words];
-        let ahead_limit = if staged {
-            ahead_limit(q)
-        } else {
-            core::ptr::null()
-        };
         let mut args = Args {
             words: q.words.as_ptr(),
             zeros: l.zeros().map_or(core::ptr::null(), |z| z.words.as_ptr()),
