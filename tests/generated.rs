@@ -254,6 +254,12 @@ impl Case {
     }
 
     fn run(&self, rng: &mut Rng, kernels: &[(Isa, GeneratedKernel)]) {
+        self.run_at(rng, kernels, None)
+    }
+
+    /// As [`run`](Self::run), dst starting `line_at` bytes into a 64-byte line
+    /// when given (else anywhere).
+    fn run_at(&self, rng: &mut Rng, kernels: &[(Isa, GeneratedKernel)], line_at: Option<usize>) {
         if !self.applies() {
             return;
         }
@@ -299,14 +305,16 @@ impl Case {
         let off = rng.below(5) as usize * d_t.bits() / 8 + rng.below(2) as usize;
         let len = off + d_t.bytes_for(numel).unwrap() + 8;
         let run = |k: &dyn Kernel, ranges: &[std::ops::Range<usize>]| {
-            let mut buf = vec![0xa5u8; len];
-            case.with_job(&plan, &mut buf[off..], |job| {
+            // The window of `len` bytes whose dst (at `off`) is `line_at` into a line.
+            let mut buf = vec![0xa5u8; len + 64];
+            let w = line_at.map_or(0, |a| (a + 128 - (buf.as_ptr() as usize + off) % 64) % 64);
+            case.with_job(&plan, &mut buf[w + off..w + len], |job| {
                 for r in ranges {
                     job.run_range(k, r.clone()).unwrap();
                 }
             })
             .unwrap();
-            buf
+            buf[w..w + len].to_vec()
         };
         let whole = [Range {
             start: 0,
@@ -555,6 +563,45 @@ fn four_bit_constant_runs_by_table() {
                     extreme: rng.below(4) == 0,
                 }
                 .run(&mut rng, &ks);
+            }
+        }
+    }
+}
+
+/// Streamed 4-bit runs by whole lines (AVX-512: each lookup one 64-byte line of
+/// dst, spliced across lines where rows start mid-line): every 4-bit combination,
+/// dst at every even byte of a line (4-byte skews splice, the others take the
+/// tile), one scale per row, groups of whole lookups and not, odd row lengths,
+/// random ranges.
+#[test]
+fn four_bit_streamed_lines_at_every_skew() {
+    let ks = kernels();
+    let _switch = store_switch(StoreStrategy::NonTemporal, Some(4096));
+    let mut rng = Rng::new(0x5be0_cd19);
+    let four_bit = |d: DType| matches!(d, DType::S4 | DType::U4 | DType::F4E2M1);
+    let cases = [
+        (vec![5, 512], Gran::Tensor),
+        (vec![5, 512], Gran::Channel(0)),
+        (vec![5, 512], Gran::Group(vec![1, 32])),
+        (vec![3, 1024], Gran::Group(vec![1, 128])),
+        (vec![4, 768], Gran::Group(vec![1, 96])),
+        (vec![7, 333], Gran::Group(vec![1, 64])),
+        (vec![6, 520], Gran::Group(vec![1, 40])),
+    ];
+    for e in standard().table().iter().filter(|e| four_bit(e.src)) {
+        for (shape, gran) in &cases {
+            for at in (0..64).step_by(2) {
+                let case = Case {
+                    form: OpForm::Dynamic,
+                    key: e.key(),
+                    shape: shape.clone(),
+                    gran: gran.clone(),
+                    src_t: false,
+                    dst_t: false,
+                    broadcast_zp: rng.below(4) == 0,
+                    extreme: rng.below(4) == 0,
+                };
+                case.run_at(&mut rng, &ks, Some(at));
             }
         }
     }

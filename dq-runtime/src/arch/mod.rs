@@ -417,6 +417,48 @@ pub unsafe trait Simd: Lanes {
     /// # Safety
     /// `src` is valid for reading `LUT16 / 2` bytes, `dst` for writing `LUT16 * 2`.
     unsafe fn lut16(self, t: Self::Tab16, src: *const u8, dst: *mut u8);
+
+    /// One 64-byte line of dst held in registers (where [`LINES`](Self::LINES)).
+    type Line: Copy;
+    /// Whether lookups give whole lines in registers: [`lut16_line`](Self::lut16_line),
+    /// [`lut32_line`](Self::lut32_line) (when `LANES * 4` is 64), [`splice`](Self::splice)
+    /// and [`stream_line`](Self::stream_line) exist. Other ISAs stream through a tile.
+    const LINES: bool = false;
+    /// [`lut16`](Self::lut16)'s 64 bytes, in registers.
+    ///
+    /// # Safety
+    /// `src` is valid for reading 16 bytes; only where `LINES`.
+    unsafe fn lut16_line(self, t: Self::Tab16, src: *const u8) -> Self::Line {
+        let _ = (t, src);
+        unreachable!("only where LINES")
+    }
+    /// [`lut32`](Self::lut32)'s 64 bytes, in registers.
+    ///
+    /// # Safety
+    /// `src` is valid for reading 8 bytes; only where `LINES` and `LANES` is 16.
+    unsafe fn lut32_line(self, t: Self::Tab32, src: *const u8) -> Self::Line {
+        let _ = (t, src);
+        unreachable!("only where LINES")
+    }
+    /// The index [`splice`](Self::splice) takes to shift by `dwords` (0..16).
+    fn splice_index(self, dwords: usize) -> Self::Line {
+        let _ = dwords;
+        unreachable!("only where LINES")
+    }
+    /// The line of 4-byte words `dwords..16` of `a` then `0..dwords` of `b`, for
+    /// `idx` = [`splice_index`](Self::splice_index)`(dwords)`.
+    fn splice(self, a: Self::Line, b: Self::Line, idx: Self::Line) -> Self::Line {
+        let _ = (a, b, idx);
+        unreachable!("only where LINES")
+    }
+    /// Stores a line with a non-temporal store.
+    ///
+    /// # Safety
+    /// `dst` is 64-byte aligned and valid for writing 64 bytes; only where `LINES`.
+    unsafe fn stream_line(self, dst: *mut u8, y: Self::Line) {
+        let _ = (dst, y);
+        unreachable!("only where LINES")
+    }
 }
 
 #[cfg(test)]

@@ -403,6 +403,8 @@ unsafe impl Simd for Avx2 {
             store256(dst.add(32), _mm256_unpackhi_epi8(l, h))
         }
     }
+
+    type Line = ();
 }
 
 /// Copies `n` bytes: ordinary copies up to the first 64-byte aligned dst address
@@ -884,24 +886,56 @@ unsafe impl Simd for Avx512 {
     }
     #[inline(always)]
     unsafe fn lut32(self, t: __m512, src: *const u8, dst: *mut u8) {
-        // SAFETY: 8 readable bytes at src, 64 writable at dst (caller); AVX-512F (token).
-        unsafe {
-            // Byte b -> dwords (b, b >> 4); the permute reads index bits 0..3.
-            let q = _mm512_cvtepu8_epi64(_mm_loadl_epi64(src.cast()));
-            let idx = _mm512_or_si512(q, _mm512_slli_epi64::<28>(q));
-            store512(dst, _mm512_castps_si512(_mm512_permutexvar_ps(idx, t)))
-        }
+        // SAFETY: 8 readable bytes at src, 64 writable at dst (caller).
+        unsafe { store512(dst, self.lut32_line(t, src)) }
     }
     #[inline(always)]
     unsafe fn lut16(self, t: __m512i, src: *const u8, dst: *mut u8) {
-        // SAFETY: 16 readable bytes at src, 64 writable at dst (caller); AVX-512BW (token).
+        // SAFETY: 16 readable bytes at src, 64 writable at dst (caller).
+        unsafe { store512(dst, self.lut16_line(t, src)) }
+    }
+
+    type Line = __m512i;
+    const LINES: bool = true;
+
+    #[inline(always)]
+    unsafe fn lut16_line(self, t: __m512i, src: *const u8) -> __m512i {
+        // SAFETY: 16 readable bytes at src (caller); AVX-512BW (token).
         unsafe {
             // Byte b -> words (b, b >> 4); the permute reads index bits 0..4, and
             // the table repeats, so bit 4 (from the high nibble) does not matter.
             let d = _mm512_cvtepu8_epi32(_mm_loadu_si128(src.cast()));
             let idx = _mm512_or_si512(d, _mm512_slli_epi32::<12>(d));
-            store512(dst, _mm512_permutexvar_epi16(idx, t))
+            _mm512_permutexvar_epi16(idx, t)
         }
+    }
+    #[inline(always)]
+    unsafe fn lut32_line(self, t: __m512, src: *const u8) -> __m512i {
+        // SAFETY: 8 readable bytes at src (caller); AVX-512F (token).
+        unsafe {
+            // Byte b -> dwords (b, b >> 4); the permute reads index bits 0..3.
+            let q = _mm512_cvtepu8_epi64(_mm_loadl_epi64(src.cast()));
+            let idx = _mm512_or_si512(q, _mm512_slli_epi64::<28>(q));
+            _mm512_castps_si512(_mm512_permutexvar_ps(idx, t))
+        }
+    }
+    #[inline(always)]
+    fn splice_index(self, dwords: usize) -> __m512i {
+        // SAFETY: AVX-512F (token).
+        unsafe {
+            let k = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            _mm512_add_epi32(k, _mm512_set1_epi32(dwords as i32))
+        }
+    }
+    #[inline(always)]
+    fn splice(self, a: __m512i, b: __m512i, idx: __m512i) -> __m512i {
+        // SAFETY: AVX-512F (token). Index bit 4 picks `b`, bits 0..3 the word.
+        unsafe { _mm512_permutex2var_epi32(a, idx, b) }
+    }
+    #[inline(always)]
+    unsafe fn stream_line(self, dst: *mut u8, y: __m512i) {
+        // SAFETY: 64 writable bytes at dst, 64-byte aligned (caller); AVX-512F (token).
+        unsafe { _mm512_stream_si512(dst.cast(), y) }
     }
 }
 

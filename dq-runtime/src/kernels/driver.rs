@@ -2,6 +2,8 @@
 //! evaluate the formula on each innermost run, in vectors where the run is
 //! contiguous, element by element (exact integers) everywhere else.
 
+mod lines;
+
 use core::ops::Range;
 
 use super::dtypes::{FloatType, IntType};
@@ -451,10 +453,12 @@ const TILE: usize = 4096;
 #[repr(C, align(64))]
 struct Tile([u8; TILE + 64]);
 
-/// One innermost run of shape `SHAPE`. With `streaming` (a large output), a
-/// contiguous run is computed a tile at a time in L1 and each tile streamed to
-/// dst with non-temporal stores; tiles end at 64-byte aligned dst addresses, so
-/// no cache line gets both kinds of store. One inlined [`vec_row`] serves both.
+/// One innermost run of shape `SHAPE`. With `streaming` (a large output), 4-bit
+/// runs whose lookups are whole lines stream them from registers
+/// ([`lines::stream_lines`]); any other contiguous run is computed a tile at a
+/// time in L1 and each tile streamed to dst with non-temporal stores; tiles end
+/// at 64-byte aligned dst addresses, so no cache line gets both kinds of store.
+/// One inlined [`vec_row`] serves both.
 ///
 /// # Safety
 /// As [`vec_row`].
@@ -467,6 +471,11 @@ unsafe fn row<V: Simd, S: IntType, D: FloatType, F: Formula, const SHAPE: u8>(
     streaming: bool,
 ) {
     let tiled = streaming && SHAPE != Shape::Strided as u8;
+    let lookups = SHAPE == Shape::Const as u8 || SHAPE == Shape::Group as u8;
+    // SAFETY: as this function's (the run's results go to dst).
+    if tiled && lookups && unsafe { lines::stream_lines::<V, S, D, F, SHAPE>(v, vc, inner, r) } {
+        return;
+    }
     let mut tile = core::mem::MaybeUninit::<Tile>::uninit();
     let row = vc.c.dst.wrapping_add(r.dst * D::SIZE);
     // Groups whole lines long start at one offset within a line of dst: the

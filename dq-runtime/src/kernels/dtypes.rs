@@ -135,6 +135,19 @@ pub trait FloatType: 'static {
     /// As [`Simd::lut32`] / [`Simd::lut16`] (ordinary stores) for that many
     /// elements; only when `VECTOR`.
     unsafe fn lut<V: Simd>(v: V, t: Self::Tab<V>, src: *const u8, dst: *mut u8);
+    /// Whether a [`lut`](Self::lut) step under `V` is one whole line of dst, which
+    /// [`lut_line`](Self::lut_line) gives in registers.
+    fn lut_lines<V: Simd>() -> bool {
+        false
+    }
+    /// A [`lut`](Self::lut) step's line, in registers.
+    ///
+    /// # Safety
+    /// As [`lut`](Self::lut) for reading; only where [`lut_lines`](Self::lut_lines).
+    unsafe fn lut_line<V: Simd>(v: V, t: Self::Tab<V>, src: *const u8) -> V::Line {
+        let _ = (v, t, src);
+        unreachable!("only where lut_lines")
+    }
 }
 
 macro_rules! marker {
@@ -345,6 +358,15 @@ macro_rules! lut16_items {
             // SAFETY: forwarded from the caller.
             unsafe { v.lut16(t, src, dst) }
         }
+        #[inline(always)]
+        fn lut_lines<V: Simd>() -> bool {
+            V::LINES && V::LUT16 == 32
+        }
+        #[inline(always)]
+        unsafe fn lut_line<V: Simd>(v: V, t: V::Tab16, src: *const u8) -> V::Line {
+            // SAFETY: forwarded from the caller.
+            unsafe { v.lut16_line(t, src) }
+        }
     };
 }
 
@@ -391,6 +413,15 @@ impl FloatType for F32 {
     unsafe fn lut<V: Simd>(v: V, t: V::Tab32, src: *const u8, dst: *mut u8) {
         // SAFETY: forwarded from the caller.
         unsafe { v.lut32(t, src, dst) }
+    }
+    #[inline(always)]
+    fn lut_lines<V: Simd>() -> bool {
+        V::LINES && V::LANES == 16
+    }
+    #[inline(always)]
+    unsafe fn lut_line<V: Simd>(v: V, t: V::Tab32, src: *const u8) -> V::Line {
+        // SAFETY: forwarded from the caller.
+        unsafe { v.lut32_line(t, src) }
     }
 }
 
@@ -586,5 +617,14 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
     unsafe fn lut<V: Simd>(v: V, t: D::Tab<V>, src: *const u8, dst: *mut u8) {
         // SAFETY: forwarded from the caller.
         unsafe { D::lut(v, t, src, dst) }
+    }
+    #[inline(always)]
+    fn lut_lines<V: Simd>() -> bool {
+        D::lut_lines::<V>()
+    }
+    #[inline(always)]
+    unsafe fn lut_line<V: Simd>(v: V, t: D::Tab<V>, src: *const u8) -> V::Line {
+        // SAFETY: forwarded from the caller.
+        unsafe { D::lut_line(v, t, src) }
     }
 }
