@@ -6,7 +6,9 @@ mod support;
 
 use std::sync::{Arc, Barrier};
 
-use dq::dq_jit::{self, Jit};
+use dq::arch::Isa;
+use dq::dq_jit::{self, HostLookups, Jit};
+use dq::policy::StoreStrategy;
 use dq::rules::{AXES, DYNAMIC, STATIC};
 use dq::{
     AxesDequantize, DType, Dequantize, DynamicDequantize, FormulaIr, Kernel, Node, Op, Plan,
@@ -408,12 +410,15 @@ fn extreme_zps(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
 }
 
 /// The 4-bit table-lookup path (constant-parameter segments of at least 32
-/// elements) against the reference: every 4-bit src x zps x dst the dynamic op
+/// elements; for 16-bit dst both the host's lookups, where AVX-512 is selected,
+/// and Cranelift's) against the reference: every 4-bit src x zps x dst the dynamic op
 /// allows, run lengths 31..=300, groups 32/33/64/128 with remainders, odd nibble
 /// starts (odd row lengths, sub-ranges), special scales, extreme zero points.
 #[test]
 fn four_bit_table_lookup_matches_reference() {
     let jit = dq_jit::standard();
+    // Cranelift's own lookups, where the standard JIT calls the host's.
+    let own = Jit::new(&STANDARD, 64).with_host_lookups(false);
     let reference = Reference::default();
     let mut combos = Vec::new();
     for src in [DType::S4, DType::U4] {
@@ -432,7 +437,14 @@ fn four_bit_table_lookup_matches_reference() {
             .zps
             .as_ref()
             .map(|d| extreme_zps(d.dtype, d.numel().unwrap(), r));
-        c.check_data(jit, &reference, r, (&src, Some(scales), zps));
+        for jit in [jit, &own] {
+            c.check_data(
+                jit,
+                &reference,
+                r,
+                (&src, Some(scales.clone()), zps.clone()),
+            );
+        }
     };
     // Run lengths: every length for a few combos in turn, a fixed set for all.
     for len in 31..=300usize {
@@ -472,6 +484,119 @@ fn four_bit_table_lookup_matches_reference() {
             let op = DynamicDequantize::per_group(vec![2, g as i64]);
             let c = dynamic(op, src, zps, dst, &[4, 2 * g + 3], &[2, 3], false);
             run(c, &mut r);
+        }
+    }
+}
+
+/// The JIT's host lookups (4-bit to 16-bit dst by AVX-512 word permutes), both
+/// forms: streamed straight to dst (a large output) and stored (a small one).
+/// Every 4-bit src and 16-bit dst, with and without zero points, dst at every
+/// even byte of a line (16-byte aligned steps stream, the others store), groups
+/// with remainders, odd row lengths, one scale per row, whole runs and random
+/// sub-ranges. Fails where AVX-512 is selected but a spec lacks the lookups.
+#[test]
+fn host_lookups_match_reference_at_every_dst_offset() {
+    if !(support::paths::cpu_has(Isa::Avx512) && dq::arch::selected() == Isa::Avx512) {
+        support::path_unavailable("JIT host lookups (AVX-512 not selected)");
+        return;
+    }
+    let reference = Reference::default();
+    let mut r = Rng::new(0x9e37_79b9);
+    let forms = [
+        (StoreStrategy::NonTemporal, HostLookups::Stream),
+        (StoreStrategy::Plain, HostLookups::Store),
+    ];
+    for (store, form) in forms {
+        let _switch = support::paths::store_switch(store, Some(1024));
+        // A fresh JIT: its kernels' specs follow the switch.
+        let jit = Jit::new(&STANDARD, 64);
+        for (src, zps, dst) in [
+            (DType::S4, None, DType::F16),
+            (DType::U4, Some(DType::U4), DType::BF16),
+            (DType::U4, None, DType::F16),
+            (DType::S4, Some(DType::S8), DType::BF16),
+        ] {
+            let cases = [
+                (
+                    [4, 512],
+                    DynamicDequantize::per_group(vec![1, 128]),
+                    vec![4, 4],
+                ),
+                ([3, 1000], DynamicDequantize::per_channel(0), vec![3]),
+                (
+                    [5, 333],
+                    DynamicDequantize::per_group(vec![1, 64]),
+                    vec![5, 6],
+                ),
+            ];
+            for (shape, op, ss) in cases {
+                let c = dynamic(op, src, zps, dst, &shape, &ss, false);
+                let plan = c.plan().expect("valid case");
+                let spec = jit.spec(&plan).expect("spec");
+                assert_eq!(
+                    spec.host_lookups,
+                    Some(form),
+                    "{shape:?} {src:?} -> {dst:?}"
+                );
+                for at in (0..64).step_by(2) {
+                    check_at(&c, &jit, &reference, &mut r, at);
+                }
+            }
+        }
+        support::paths::ran(&format!("jit host lookups: {form:?}"));
+    }
+}
+
+/// Reference and `jit` on random data into a dst that starts `at` bytes into a
+/// 64-byte line, over the whole range and over random pieces in turn; compares
+/// the dst and the 64 bytes either side.
+fn check_at(c: &Case, jit: &Jit, reference: &Reference, r: &mut Rng, at: usize) {
+    let plan = c.plan().expect("valid case");
+    let n = plan.numel();
+    let src = int_bytes(c.src.dtype, span(&c.src), r);
+    let sd = c.scales.as_ref().expect("dynamic");
+    let scales = float_bytes(sd.dtype, sd.numel().unwrap(), r);
+    let zps = c
+        .zps
+        .as_ref()
+        .map(|d| int_bytes(d.dtype, d.numel().unwrap(), r));
+    let mut cuts: Vec<usize> = (0..3).map(|_| r.below(n as u64 + 1) as usize).collect();
+    cuts.extend([0, n]);
+    cuts.sort();
+    let len = c.dst.dtype.bytes_for(n).unwrap();
+    let run = |k: &dyn Kernel, ranges: &[std::ops::Range<usize>]| {
+        let mut buf = vec![0xa5u8; len + 192];
+        let off = 64 + (at + 64 - buf.as_ptr() as usize % 64) % 64;
+        let s = Tensor::from_bytes(c.src.dtype, &c.src.shape, &src);
+        let sc = Tensor::from_bytes(sd.dtype, &sd.shape, &scales);
+        let z = c
+            .zps
+            .as_ref()
+            .map(|d| Tensor::from_bytes(d.dtype, &d.shape, zps.as_ref().unwrap()));
+        let out = &mut buf[off..off + len];
+        let mut d = TensorMut::from_bytes(c.dst.dtype, &c.dst.shape, out);
+        let mut job = plan.bind(&s, Some(&sc), z.as_ref(), &mut d).unwrap();
+        for range in ranges {
+            job.run_range(k, range.clone()).unwrap();
+        }
+        buf[off - 64..off + len + 64].to_vec()
+    };
+    let whole = [std::ops::Range { start: 0, end: n }];
+    let want = run(reference, &whole);
+    let pieces: Vec<_> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
+    for ranges in [whole.to_vec(), pieces] {
+        let got = run(jit, &ranges);
+        if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "{:?} {:?} -> {:?} zps {:?}, dst {at} bytes into a line, ranges {ranges:?}: \
+                 byte {i} of the window (dst starts at 64): got {:#04x} want {:#04x}",
+                c.op,
+                c.src.shape,
+                c.dst.dtype,
+                c.zps.as_ref().map(|z| z.dtype),
+                got[i],
+                want[i]
+            );
         }
     }
 }

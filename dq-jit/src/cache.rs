@@ -10,7 +10,7 @@ use dq_runtime::{FormulaFacts, FormulaIr, KernelStats, Lowering, Plan};
 
 use crate::compile::{Compiled, compile};
 use crate::error::JitError;
-use crate::spec::Spec;
+use crate::spec::{Host, Spec};
 
 /// A compiled kernel shared by the cache and its users; its code stays valid while
 /// any `Arc` to it lives.
@@ -47,18 +47,13 @@ pub struct Cache {
     tick: AtomicU64,
     counters: Arc<Counters>,
     verify: bool,
-    /// Allows [`Spec::f16_blocks`] for every kernel of this cache.
-    f16_convert: bool,
+    /// The host instructions every kernel of this cache may call.
+    host: Host,
 }
 
 impl Cache {
     /// An empty cache for `formula` holding at most `capacity` kernels (at least 1).
-    pub fn new(
-        formula: &'static FormulaIr,
-        capacity: usize,
-        verify: bool,
-        f16_convert: bool,
-    ) -> Cache {
+    pub fn new(formula: &'static FormulaIr, capacity: usize, verify: bool, host: Host) -> Cache {
         Cache {
             formula,
             facts: formula.facts(),
@@ -67,8 +62,13 @@ impl Cache {
             tick: AtomicU64::new(0),
             counters: Arc::default(),
             verify,
-            f16_convert,
+            host,
         }
+    }
+
+    /// The host instructions its kernels may call.
+    pub(crate) fn host(&self) -> Host {
+        self.host
     }
 
     /// Most kernels kept.
@@ -81,7 +81,7 @@ impl Cache {
     /// # Errors
     /// As [`Spec::new`].
     pub fn spec(&self, plan: &Plan) -> Result<Spec, JitError> {
-        Spec::new(self.formula, self.facts, plan.lowering(), self.f16_convert)
+        Spec::new(self.formula, self.facts, plan.lowering(), self.host)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<Lowering, Arc<Slot>>> {

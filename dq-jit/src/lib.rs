@@ -28,6 +28,7 @@ mod cache;
 mod compile;
 mod error;
 mod host_f16;
+mod host_lut;
 mod host_prefetch;
 mod host_store;
 mod lane_math;
@@ -54,7 +55,7 @@ pub use linear::{
     CHUNK, LinearJit, LinearJitError, LinearKernel, LinearStats, Shape, TILE_ROWS, TILE_WORDS,
     linear,
 };
-pub use spec::Spec;
+pub use spec::{HostLookups, Spec};
 
 /// Kernels a JIT keeps before evicting the least recently used one.
 pub const DEFAULT_CAPACITY: usize = 256;
@@ -83,7 +84,12 @@ impl Jit {
     pub fn new(formula: &'static FormulaIr, capacity: usize) -> Jit {
         Jit {
             formula,
-            cache: cache::Cache::new(formula, capacity, cfg!(debug_assertions), true),
+            cache: cache::Cache::new(
+                formula,
+                capacity,
+                cfg!(debug_assertions),
+                spec::Host::default(),
+            ),
         }
     }
 
@@ -92,12 +98,30 @@ impl Jit {
     /// rounded by integer code in the kernel (slower; for tests of that code on
     /// hosts with F16C). Both give the same bits.
     pub fn with_f16_conversion(self, on: bool) -> Jit {
+        let host = self.cache.host();
+        self.with_host(spec::Host { f16: on, ..host })
+    }
+
+    /// This JIT with 4-bit lookups to 16-bit dst done by the host's AVX-512 word
+    /// permutes ([`Spec::host_lookups`]) when `on` (the default, where the
+    /// selected ISA is AVX-512), or always by Cranelift's byte shuffles (slower;
+    /// for tests of that code on AVX-512 hosts). Both give the same bits.
+    pub fn with_host_lookups(self, on: bool) -> Jit {
+        let host = self.cache.host();
+        self.with_host(spec::Host {
+            lookups: on,
+            ..host
+        })
+    }
+
+    /// This JIT (emptied) with kernels that may call `host`'s instructions.
+    fn with_host(self, host: spec::Host) -> Jit {
         Jit {
             cache: cache::Cache::new(
                 self.formula,
                 self.cache.capacity(),
                 cfg!(debug_assertions),
-                on,
+                host,
             ),
             ..self
         }
@@ -252,15 +276,17 @@ impl CompiledKernel {
         self.run_with(job, range)
     }
 
-    /// True when running `len` elements streams the output (non-temporal stores
-    /// through a per-thread block buffer) rather than storing it directly: the
-    /// plan's store strategy is [`StoreStrategy::NonTemporal`], the range writes at
-    /// least [`STREAM_MIN_BYTES`] and dst is dense.
+    /// True when running `len` elements streams the output (non-temporal stores)
+    /// rather than storing it directly: the kernel streams its lookups itself
+    /// ([`HostLookups::Stream`]), or the plan's store strategy is
+    /// [`StoreStrategy::NonTemporal`], the range writes at least
+    /// [`STREAM_MIN_BYTES`] and dst is dense (through a per-thread block buffer).
     pub fn streams(&self, len: usize) -> bool {
         let l = &self.spec.lowering;
-        policy::store_for(l.output_bytes()) == StoreStrategy::NonTemporal
-            && len.saturating_mul(l.dst_bytes()) >= STREAM_MIN_BYTES
-            && l.dst_dense
+        self.spec.host_lookups == Some(HostLookups::Stream)
+            || policy::store_for(l.output_bytes()) == StoreStrategy::NonTemporal
+                && len.saturating_mul(l.dst_bytes()) >= STREAM_MIN_BYTES
+                && l.dst_dense
     }
 
     /// [`run`](Self::run), for a caller that owns `range` of the job.
@@ -297,7 +323,12 @@ impl CompiledKernel {
     /// `range`).
     fn run_on(&self, job: &Job<'_>, scales: *const u8, range: Range<usize>) {
         let stream = self.streams(range.len());
-        if self.spec.f16_blocks {
+        if self.spec.host_lookups == Some(HostLookups::Stream) {
+            // SAFETY: as below; the kernel's lookups stream their stores, which the
+            // fence orders before the output is read.
+            unsafe { self.call(job, scales, job.dst_ptr(), range) };
+            arch::stream_fence();
+        } else if self.spec.f16_blocks {
             self.run_f16_blocks(job, scales, range, stream);
         } else if stream {
             self.run_streaming(job, scales, range);

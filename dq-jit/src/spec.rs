@@ -3,7 +3,9 @@
 
 use core::ops::Deref;
 
-use dq_runtime::{DType, FormulaFacts, FormulaIr, Lowering, Node, STANDARD, STANDARD_FLOAT, arch};
+use dq_runtime::arch::{self, Isa};
+use dq_runtime::policy::{self, StoreStrategy};
+use dq_runtime::{DType, FormulaFacts, FormulaIr, Lowering, Node, STANDARD, STANDARD_FLOAT};
 
 use crate::error::{FormulaProblem, JitError};
 
@@ -31,11 +33,47 @@ pub struct Spec {
     /// f16 conversion instructions (F16C, exact), called from the kernel, when
     /// the JIT allows host conversion and the host has them.
     pub f16_tables: bool,
+    /// 4-bit src with table segments to 16-bit dst: each 32-element step is
+    /// looked up by the host's AVX-512 word permute ([`HostLookups`]), where the
+    /// JIT allows host lookups and the selected ISA is AVX-512.
+    pub host_lookups: Option<HostLookups>,
     /// f16 scales that change every few elements of the inner loop are widened
     /// to f32 once per call, before the kernel runs, which then reads f32
     /// scales (see [`scale_type`](Self::scale_type)); exact, so the bits do not
     /// depend on it.
     pub f32_scales: bool,
+}
+
+/// What the JIT may call the host's instructions for (both by default, where
+/// the host has them; off, the kernels compute it all in Cranelift's code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Host {
+    /// f16 conversion (F16C): [`Spec::f16_blocks`] and [`Spec::f16_tables`].
+    pub f16: bool,
+    /// 4-bit lookups by AVX-512 word permutes: [`Spec::host_lookups`].
+    pub lookups: bool,
+}
+
+impl Default for Host {
+    fn default() -> Host {
+        Host {
+            f16: true,
+            lookups: true,
+        }
+    }
+}
+
+/// How a kernel's host lookups store their 64 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostLookups {
+    /// Ordinary stores.
+    Store,
+    /// Non-temporal stores straight to dst (16-byte aligned steps): the plan's
+    /// output is large and dense, and large outputs stream
+    /// ([`policy::large_store`], when the kernel is compiled: a kernel keeps
+    /// its form, whatever strategy later calls race). The kernel then runs on
+    /// dst itself, not through a staging block.
+    Stream,
 }
 
 impl Deref for Spec {
@@ -48,8 +86,8 @@ impl Deref for Spec {
 
 impl Spec {
     /// The spec of a plan's `lowering` under `formula`, whose facts are `facts`;
-    /// `f16_convert` allows [`f16_blocks`](Self::f16_blocks) (taken when the host
-    /// has the instructions).
+    /// `host` says which host instructions the kernel may call (each taken when
+    /// the host has them).
     ///
     /// # Errors
     /// [`JitError::NoElements`] for a plan without elements (the one place the JIT
@@ -58,7 +96,7 @@ impl Spec {
         formula: &FormulaIr,
         facts: FormulaFacts,
         lowering: &Lowering,
-        f16_convert: bool,
+        host: Host,
     ) -> Result<Spec, JitError> {
         if lowering.is_empty() {
             return Err(JitError::NoElements);
@@ -79,15 +117,30 @@ impl Spec {
         // segment), which costs less than converting every element.
         let tables = crate::translate::long_4bit_segments(lowering)
             || crate::translate::long_f8_segments(lowering);
-        let f16 = f16_convert && lowering.dst == DType::F16 && arch::f16_convert();
+        let f16 = host.f16 && lowering.dst == DType::F16 && arch::f16_convert();
         let f16_blocks = f16 && !tables && lowering.dst_dense;
         let f16_tables = f16 && tables;
+        let sixteen = matches!(lowering.dst, DType::F16 | DType::BF16);
+        let lookups = host.lookups
+            && sixteen
+            && crate::translate::long_4bit_segments(lowering)
+            && arch::selected() == Isa::Avx512;
+        let host_lookups = lookups.then(|| {
+            // The process's strategy for large outputs (not one racing call's).
+            let large = policy::is_large_output(lowering.output_bytes())
+                && policy::large_store() == StoreStrategy::NonTemporal;
+            match large && lowering.dst_dense {
+                true => HostLookups::Stream,
+                false => HostLookups::Store,
+            }
+        });
         Ok(Spec {
             formula,
             facts,
             lowering: lowering.clone(),
             f16_blocks,
             f16_tables,
+            host_lookups,
             f32_scales: crate::scales::pays(lowering),
         })
     }
@@ -300,7 +353,16 @@ mod tests {
             &TensorDesc::new(dst, &shape),
         )
         .unwrap();
-        Spec::new(&STANDARD, STANDARD.facts(), plan.lowering(), false).unwrap()
+        Spec::new(
+            &STANDARD,
+            STANDARD.facts(),
+            plan.lowering(),
+            Host {
+                f16: false,
+                lookups: false,
+            },
+        )
+        .unwrap()
     }
 
     fn dynamic(src: DType, zps: Option<DType>, dst: DType) -> Spec {
@@ -366,7 +428,13 @@ mod tests {
             &TensorDesc::new(DType::F32, &shape),
         )
         .unwrap();
-        let err = Spec::new(&STANDARD, STANDARD.facts(), plan.lowering(), true).unwrap_err();
+        let err = Spec::new(
+            &STANDARD,
+            STANDARD.facts(),
+            plan.lowering(),
+            Host::default(),
+        )
+        .unwrap_err();
         assert_eq!(err, JitError::NoElements);
     }
 }

@@ -363,8 +363,11 @@ impl<'a, 'f> Translator<'a, 'f> {
                 p = Params::Table { addr };
                 self.table = Some(addr);
             }
+            // The host's lookups take the 16 entries in two registers.
+            self.host_table = self.spec.host_lookups.map(|_| [entries[0], entries[1]]);
             self.emit_lut_loop((j0, j1), run, &tab, tail, full);
             self.table = None;
+            self.host_table = None;
         } else {
             self.emit_vector_loop((j0, j1), run, tail, Steps::Plain, |t, _, sp, dp| {
                 t.emit_vector_step(sp, dp, Scales::Splat(sv), [zv; 4])

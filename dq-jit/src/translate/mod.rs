@@ -111,6 +111,9 @@ pub(crate) struct Translator<'a, 'f> {
     table: Option<Value>,
     /// The stack slot tables go to, created on first use.
     table_slot: Option<Value>,
+    /// While a table segment is emitted with host lookups: its 16 entries
+    /// (I8X16: entries 0..8, 8..16).
+    host_table: Option<[Value; 2]>,
     /// The stack slot of 256-entry tables, created on first use.
     byte_table_slot: Option<Value>,
     /// Under [`Translator::local_consts`]: the block its constants go to, and them.
@@ -162,6 +165,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 && Int::biased_ok(spec.formula.nodes, spec.zps.is_some()),
             table: None,
             table_slot: None,
+            host_table: None,
             byte_table_slot: None,
             local: None,
         };

@@ -297,6 +297,11 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// `16 * halves` elements by table lookup: `8 * halves` src bytes at `sp` (from
     /// a low nibble) to dst byte address `dp`.
     fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value, halves: usize) {
+        if let (2, Some(t), Some(h)) = (halves, self.host_table, self.spec.host_lookups) {
+            let stream = h == crate::HostLookups::Stream;
+            crate::host_lut::lut16_32(&mut self.b, (sp, dp), t, stream);
+            return;
+        }
         let v = if halves == 2 {
             self.b.ins().load(types::I8X16, mem(), sp, 0)
         } else {

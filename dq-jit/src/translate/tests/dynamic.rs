@@ -62,14 +62,17 @@ fn dynamic_op_every_dtype_and_granularity() {
 /// 4-bit src: run lengths around the 16-element vector step and the 32-element
 /// table step, odd lengths (rows starting on odd nibbles), groups of 16 (no table),
 /// 32, 48 (a 16-element table step), 64 and 128 with remainders, groups spanning
-/// rows, padded rows (odd nibble starts) and even row strides under odd rows.
+/// rows, padded rows (odd nibble starts) and even row strides under odd rows;
+/// with the host's lookups (16-bit dst, AVX-512 selected) and without.
 #[test]
 fn four_bit_tables_peels_and_tails() {
     let mut r = Rng::new(2);
     for src in SRC_4BIT {
         for zps in DYN_ZPS {
             for dst in DYN_DST {
-                let jits = jits_for(dst, &STANDARD);
+                let mut jits = jits_for(dst, &STANDARD);
+                // Cranelift's own lookups, where the host's would be called.
+                jits.push(Jit::new(&STANDARD, 16).with_host_lookups(false));
                 let dt = (src, zps, dst);
                 let mut cases = Vec::new();
                 for len in [
@@ -130,7 +133,8 @@ fn the_cases_reach_every_path() {
         eprintln!("no SSSE3: 4-bit tables are not compiled on this host");
         return;
     }
-    let jit = Jit::new(&STANDARD, 4);
+    // Cranelift's own lookups (the host's are checked below).
+    let jit = Jit::new(&STANDARD, 4).with_host_lookups(false);
     let clif = |c: Case| jit.clif(&c.plan()).unwrap_or_else(|e| panic!("{e}"));
     let vector = clif(Case::per_tensor((DType::S8, None, DType::F32), &[70]));
     assert!(vector.contains("f32x4") && !vector.contains("explicit_slot"));
@@ -150,8 +154,15 @@ fn the_cases_reach_every_path() {
     };
     let host = dq_runtime::arch::f16_convert();
     assert_eq!(f16(&jit).contains("call_indirect"), host);
-    let own = Jit::new(&STANDARD, 4).with_f16_conversion(false);
+    let own = Jit::new(&STANDARD, 4)
+        .with_f16_conversion(false)
+        .with_host_lookups(false);
     assert!(!f16(&own).contains("call_indirect"));
+    // 16-bit lookups: the host's (a call) where AVX-512 is selected.
+    let avx512 = dq_runtime::arch::selected() == dq_runtime::arch::Isa::Avx512;
+    let bf16 = Case::per_group((DType::U4, None, DType::BF16), &[3, 97], &[1, 32]);
+    let host = Jit::new(&STANDARD, 4).clif(&bf16.plan()).unwrap();
+    assert_eq!(host.contains("call_indirect"), avx512);
     let scalar = clif(Case {
         op: AxesDequantize::new(vec![1]).into(),
         src: TensorDesc::new(DType::S32, &[4, 50]),
