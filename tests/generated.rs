@@ -307,7 +307,7 @@ impl Case {
         let run = |k: &dyn Kernel, ranges: &[std::ops::Range<usize>]| {
             // The window of `len` bytes whose dst (at `off`) is `line_at` into a line.
             let mut buf = vec![0xa5u8; len + 64];
-            let w = line_at.map_or(0, |a| (a + 128 - (buf.as_ptr() as usize + off) % 64) % 64);
+            let w = line_at.map_or(0, |a| support::to_line_at(buf.as_ptr() as usize + off, a));
             case.with_job(&plan, &mut buf[w + off..w + len], |job| {
                 for r in ranges {
                     job.run_range(k, r.clone()).unwrap();

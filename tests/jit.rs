@@ -566,7 +566,7 @@ fn check_at(c: &Case, jit: &Jit, reference: &Reference, r: &mut Rng, at: usize) 
     let len = c.dst.dtype.bytes_for(n).unwrap();
     let run = |k: &dyn Kernel, ranges: &[std::ops::Range<usize>]| {
         let mut buf = vec![0xa5u8; len + 192];
-        let off = 64 + (at + 64 - buf.as_ptr() as usize % 64) % 64;
+        let off = 64 + support::to_line_at(buf.as_ptr() as usize, at);
         let s = Tensor::from_bytes(c.src.dtype, &c.src.shape, &src);
         let sc = Tensor::from_bytes(sd.dtype, &sd.shape, &scales);
         let z = c

@@ -115,16 +115,13 @@ impl Spec {
         };
         // Long segments of one scale round through tables (16 or 256 values a
         // segment), which costs less than converting every element.
-        let tables = crate::translate::long_4bit_segments(lowering)
-            || crate::translate::long_f8_segments(lowering);
+        let four_bit_tables = crate::translate::long_4bit_segments(lowering);
+        let tables = four_bit_tables || crate::translate::long_f8_segments(lowering);
         let f16 = host.f16 && lowering.dst == DType::F16 && arch::f16_convert();
         let f16_blocks = f16 && !tables && lowering.dst_dense;
         let f16_tables = f16 && tables;
         let sixteen = matches!(lowering.dst, DType::F16 | DType::BF16);
-        let lookups = host.lookups
-            && sixteen
-            && crate::translate::long_4bit_segments(lowering)
-            && arch::selected() == Isa::Avx512;
+        let lookups = host.lookups && sixteen && four_bit_tables && arch::selected() == Isa::Avx512;
         let host_lookups = lookups.then(|| {
             // The process's strategy for large outputs (not one racing call's).
             let large = policy::is_large_output(lowering.output_bytes())

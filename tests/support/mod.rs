@@ -16,6 +16,12 @@ pub mod kernels;
 pub mod paths;
 
 pub use dq::case::Rng;
+
+/// Bytes from `addr` to the first address at or after it that lies `at` bytes
+/// (0..64) into a 64-byte line: 0..64.
+pub fn to_line_at(addr: usize, at: usize) -> usize {
+    (at + 64 - addr % 64) % 64
+}
 pub use kernels::{Variant, all_variants, backend_variants, pinned, reference};
 
 /// Report an ISA-pinned path that did not run: `NOT ON THIS CPU` when the CPU's own

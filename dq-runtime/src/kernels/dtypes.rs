@@ -138,7 +138,7 @@ pub trait FloatType: 'static {
     /// Whether a [`lut`](Self::lut) step under `V` is one whole line of dst, which
     /// [`lut_line`](Self::lut_line) gives in registers.
     fn lut_lines<V: Simd>() -> bool {
-        false
+        Self::VECTOR && V::LINES && Self::lut_step::<V>() * Self::SIZE == 64
     }
     /// A [`lut`](Self::lut) step's line, in registers.
     ///
@@ -359,10 +359,6 @@ macro_rules! lut16_items {
             unsafe { v.lut16(t, src, dst) }
         }
         #[inline(always)]
-        fn lut_lines<V: Simd>() -> bool {
-            V::LINES && V::LUT16 == 32
-        }
-        #[inline(always)]
         unsafe fn lut_line<V: Simd>(v: V, t: V::Tab16, src: *const u8) -> V::Line {
             // SAFETY: forwarded from the caller.
             unsafe { v.lut16_line(t, src) }
@@ -413,10 +409,6 @@ impl FloatType for F32 {
     unsafe fn lut<V: Simd>(v: V, t: V::Tab32, src: *const u8, dst: *mut u8) {
         // SAFETY: forwarded from the caller.
         unsafe { v.lut32(t, src, dst) }
-    }
-    #[inline(always)]
-    fn lut_lines<V: Simd>() -> bool {
-        V::LINES && V::LANES == 16
     }
     #[inline(always)]
     unsafe fn lut_line<V: Simd>(v: V, t: V::Tab32, src: *const u8) -> V::Line {
@@ -617,10 +609,6 @@ impl<D: FloatType<Work = f32>> FloatType for E8<D> {
     unsafe fn lut<V: Simd>(v: V, t: D::Tab<V>, src: *const u8, dst: *mut u8) {
         // SAFETY: forwarded from the caller.
         unsafe { D::lut(v, t, src, dst) }
-    }
-    #[inline(always)]
-    fn lut_lines<V: Simd>() -> bool {
-        D::lut_lines::<V>()
     }
     #[inline(always)]
     unsafe fn lut_line<V: Simd>(v: V, t: D::Tab<V>, src: *const u8) -> V::Line {

@@ -40,18 +40,20 @@ where
     D: FloatType,
     F: Formula,
 {
-    let step = D::lut_step::<V>();
-    if !(is_4bit(S::DTYPE) && D::lut_lines::<V>() && step * D::SIZE == 64) {
+    if !(is_4bit(S::DTYPE) && D::lut_lines::<V>()) {
         return false;
     }
+    let step = D::lut_step::<V>();
     let (dst, src) = (vc.c.dst, vc.c.src);
     let row = dst.wrapping_add(r.dst * D::SIZE);
     let at = row as usize % 64;
     // Lookups per scale: a group's, or the whole run's.
-    let per = match SHAPE == Shape::Const as u8 {
-        true => usize::MAX,
-        false if inner.group.is_multiple_of(step) => inner.group / step,
-        false => return false,
+    let per = if SHAPE == Shape::Const as u8 {
+        usize::MAX
+    } else if inner.group.is_multiple_of(step) {
+        inner.group / step
+    } else {
+        return false;
     };
     if !(r.src.is_multiple_of(2) && at.is_multiple_of(4)) {
         return false;
