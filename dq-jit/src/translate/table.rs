@@ -255,7 +255,9 @@ impl<'a, 'f> Translator<'a, 'f> {
         addr
     }
 
-    /// Table lookups over `j0..j1`: 32 elements a step, then one 16-element step
+    /// Table lookups over `j0..j1`: 32 elements a step (all in one call of the
+    /// host's lookups where [`Spec::host_lookups`](crate::Spec::host_lookups)
+    /// says), then one 16-element step
     /// when 16 are left (unless only a call's first or last segment can end
     /// short of a 32-element step: its rest is left to the scalar tail, which
     /// saves compile time); jumps to `exit` with the first index not done.
@@ -269,8 +271,18 @@ impl<'a, 'f> Translator<'a, 'f> {
         full: Option<Block>,
     ) {
         let inner = self.inner();
-        let steps = Steps::Double { full };
-        let step = |t: &mut Self, _, sp, dp| t.emit_lut_step(tab, sp, dp, 2);
+        let host = self.host_table.zip(self.spec.host_lookups);
+        let steps = match host {
+            Some(_) => Steps::Whole { full },
+            None => Steps::Double { full },
+        };
+        let step = |t: &mut Self, send, sp, dp| match host {
+            Some((table, h)) => {
+                let stream = h == crate::HostLookups::Stream;
+                crate::host_lut::lut16_run(&mut t.b, (sp, dp, send), table, stream);
+            }
+            None => t.emit_lut_step(tab, sp, dp, 2),
+        };
         if inner.len.is_multiple_of(32) && (inner.is_constant() || inner.group.is_multiple_of(32)) {
             self.emit_vector_loop((j0, j1), run, exit, steps, step);
             return;
@@ -297,11 +309,6 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// `16 * halves` elements by table lookup: `8 * halves` src bytes at `sp` (from
     /// a low nibble) to dst byte address `dp`.
     fn emit_lut_step(&mut self, tab: &[Value], sp: Value, dp: Value, halves: usize) {
-        if let (2, Some(t), Some(h)) = (halves, self.host_table, self.spec.host_lookups) {
-            let stream = h == crate::HostLookups::Stream;
-            crate::host_lut::lut16_32(&mut self.b, (sp, dp), t, stream);
-            return;
-        }
         let v = if halves == 2 {
             self.b.ins().load(types::I8X16, mem(), sp, 0)
         } else {

@@ -24,6 +24,10 @@ pub(super) enum Steps {
     /// empty block from which a whole group enters the loop directly (see
     /// [`Translator::emit_full_entry`]).
     Double { full: Option<Block> },
+    /// As `Double`, but one call of `step` covers all of a run's steps: it gets
+    /// the src end in place of the index and the loop does not loop (the
+    /// host's lookups, [`crate::host_lut`]).
+    Whole { full: Option<Block> },
 }
 
 /// The scales of a vector step.
@@ -115,7 +119,8 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// entry), so vector loads start on a byte.
     ///
     /// The loop is bottom-tested and counts with the src address alone; `step`
-    /// gets the element index only for [`Steps::Indexed`] (else `j0`, meaningless).
+    /// gets the element index only for [`Steps::Indexed`] (the src end for
+    /// [`Steps::Whole`], else `j0`, meaningless).
     pub(super) fn emit_vector_loop(
         &mut self,
         (j0, j1): (Value, Value),
@@ -127,7 +132,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let (elems, with_j, full) = match steps {
             Steps::Plain => (STEP, false, None),
             Steps::Indexed => (STEP, true, None),
-            Steps::Double { full } => (2 * STEP, false, full),
+            Steps::Double { full } | Steps::Whole { full } => (2 * STEP, false, full),
         };
         let start = j0;
         let j0 = if self.spec.src.is_4bit() && !self.peel_at_entry() {
@@ -177,6 +182,11 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.emit_full_entry(start, run, body);
         }
         self.b.switch_to_block(body);
+        if let Steps::Whole { .. } = steps {
+            step(self, send, sp_p, dp_p);
+            self.b.ins().jump(exit, &[jv.into()]);
+            return;
+        }
         step(self, j, sp_p, dp_p);
         let spn = self.add_imm(sp_p, src_step);
         let dpn = self.add_imm(dp_p, elems * w);
