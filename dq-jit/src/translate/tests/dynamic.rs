@@ -193,13 +193,19 @@ fn f16_scales_widened_per_call() {
         for zps in [None, Some(DType::U8)] {
             let dt = (src, zps, DType::F16);
             let column = DynamicDequantize::per_channel(1);
-            let cases = [
+            let mut cases = vec![
                 Case::dynamic(column.clone(), dt, &[40, 70], &[70]),
                 Case::dynamic(column, dt, &[40, 70], &[70]).transposed(true, false),
                 Case::per_group(dt, &[40, 70], &[16, 1]),
                 Case::per_group(dt, &[41, 69], &[8, 3]),
                 Case::per_group(dt, &[3, 20, 37], &[1, 10, 1]),
             ];
+            if src.is_4bit() {
+                // 4-bit table segments of up to 64 elements, one or several a row.
+                cases.push(Case::per_group(dt, &[9, 256], &[1, 32]));
+                cases.push(Case::per_group(dt, &[7, 200], &[1, 64]));
+                cases.push(Case::per_group(dt, &[5, 48], &[1, 48]));
+            }
             for c in cases {
                 for jit in &jits_for(DType::F16, &STANDARD) {
                     let spec = jit.spec(&c.plan()).unwrap_or_else(|e| panic!("{e}"));
@@ -211,6 +217,10 @@ fn f16_scales_widened_per_call() {
         }
     }
     assert!(n >= 40, "{n} cases");
+    // 4-bit groups over 64 elements keep their f16 scales.
+    let c = Case::per_group((DType::U4, None, DType::F16), &[8, 256], &[1, 128]);
+    let spec = Jit::new(&STANDARD, 4).spec(&c.plan());
+    assert!(!spec.unwrap_or_else(|e| panic!("{e}")).f32_scales);
     // More elements than a piece (`scales::PIECE`): each piece widens its own.
     let dt = (DType::S4, None, DType::F16);
     let big = Case::per_group(dt, &[1030, 1100], &[128, 1]);
