@@ -10,6 +10,7 @@ use dq_runtime::DType;
 
 use super::vector::{Scales, Steps};
 use super::{Lut, Params, Run, Translator};
+use crate::host_lut::HostTable;
 
 impl<'a, 'f> Translator<'a, 'f> {
     /// Entry: return on an empty range, else unravel `start` and enter the run loop.
@@ -345,17 +346,29 @@ impl<'a, 'f> Translator<'a, 'f> {
                 t.emit_byte_lookups(tab, sp, dp)
             });
         } else if self.lut_pays() {
-            let (tab, entries) = if self.pow2_tables_pay() {
-                self.pow2_or_lut_table(s, (sv, zv))
+            let (tab, entries, full) = if self.host_rounds(full.is_some()) {
+                // A whole group's run rounds its table on the host; partial
+                // segments round theirs here too.
+                let ys = self.local_consts(|t| t.lut_values(sv, zv));
+                let full = self.branch_full(full);
+                let (tab, entries) = self.local_consts(|t| t.lut_bytes(ys));
+                self.host_table = Some(match self.spec.dst {
+                    DType::F16 => HostTable::F16(ys),
+                    _ => HostTable::Bf16(ys),
+                });
+                (tab, entries, full)
             } else {
-                self.local_consts(|t| t.lut_table(sv, zv))
+                let (tab, entries) = if self.pow2_tables_pay() {
+                    self.pow2_or_lut_table(s, (sv, zv))
+                } else {
+                    self.local_consts(|t| t.lut_table(sv, zv))
+                };
+                let full = self.branch_full(full);
+                // The host's lookups take the 16 entries in two registers.
+                let halves = HostTable::Halves([entries[0], entries[1]]);
+                self.host_table = self.spec.host_lookups.map(|_| halves);
+                (tab, entries, full)
             };
-            let full = full.map(|full| {
-                let (fast, slow) = (self.b.create_block(), self.b.create_block());
-                self.b.ins().brif(full, fast, &[], slow, &[]);
-                self.b.switch_to_block(slow);
-                fast
-            });
             if self.table_scalar() {
                 // Only the partial segments' single elements read the table
                 // back: a whole group has none.
@@ -363,8 +376,6 @@ impl<'a, 'f> Translator<'a, 'f> {
                 p = Params::Table { addr };
                 self.table = Some(addr);
             }
-            // The host's lookups take the 16 entries in two registers.
-            self.host_table = self.spec.host_lookups.map(|_| [entries[0], entries[1]]);
             self.emit_lut_loop((j0, j1), run, &tab, tail, full);
             self.table = None;
             self.host_table = None;

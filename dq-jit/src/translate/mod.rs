@@ -111,9 +111,8 @@ pub(crate) struct Translator<'a, 'f> {
     table: Option<Value>,
     /// The stack slot tables go to, created on first use.
     table_slot: Option<Value>,
-    /// While a table segment is emitted with host lookups: its 16 entries
-    /// (I8X16: entries 0..8, 8..16).
-    host_table: Option<[Value; 2]>,
+    /// While a table segment is emitted with host lookups: its table.
+    host_table: Option<crate::host_lut::HostTable>,
     /// The stack slot of 256-entry tables, created on first use.
     byte_table_slot: Option<Value>,
     /// Under [`Translator::local_consts`]: the block its constants go to, and them.

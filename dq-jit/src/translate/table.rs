@@ -59,6 +59,13 @@ impl<'a, 'f> Translator<'a, 'f> {
     /// byte `b` is lane `n` of table `b` (2 tables for 16-bit dst, 4 for f32).
     /// `zv` is as [`vec_z`](Self::vec_z) makes it.
     pub(super) fn lut_table(&mut self, sv: Value, zv: Value) -> (Vec<Value>, Vec<Value>) {
+        let ys = self.lut_values(sv, zv);
+        self.lut_bytes(ys)
+    }
+
+    /// The 16 results of [`lut_table`](Self::lut_table) as four F32X4 (the work
+    /// float, before rounding to dst).
+    pub(super) fn lut_values(&mut self, sv: Value, zv: Value) -> [Value; 4] {
         let signed = self.spec.src == DType::S4;
         let k = self.biased.then(|| self.bias_splat(self.spec.src));
         let mut ys = [sv; 4];
@@ -97,6 +104,11 @@ impl<'a, 'f> Translator<'a, 'f> {
             };
             *y = self.eval(ints, sv, true);
         }
+        ys
+    }
+
+    /// [`lut_table`](Self::lut_table) of its [`lut_values`](Self::lut_values).
+    pub(super) fn lut_bytes(&mut self, ys: [Value; 4]) -> (Vec<Value>, Vec<Value>) {
         // Entry n's bytes in element order, then regrouped by byte position.
         let bytes: Vec<Value> = if self.spec.out() == DType::F32 {
             ys.iter().map(|&y| self.f32_bits(y)).collect()
@@ -229,6 +241,37 @@ impl<'a, 'f> Translator<'a, 'f> {
             })
             .collect();
         (self.planes16(&v), v)
+    }
+
+    /// True when a segment's table can go to the host's lookups as f32 values
+    /// ([`HostTable::F16`](crate::host_lut::HostTable), `Bf16`), so a whole
+    /// group (`full`: the segment can be one) skips rounding it here: host
+    /// lookups, f16 tables (rounded here by an F16C call) or bf16 ones (not
+    /// e8m0 scales' power-of-two tables), and no 16-element step after a whole
+    /// group (it looks up in this rounding, which a whole group skips).
+    pub(super) fn host_rounds(&self, full: bool) -> bool {
+        let inner = self.inner();
+        let tables = match self.spec.dst {
+            DType::F16 => self.spec.f16_tables,
+            DType::BF16 => !self.pow2_tables_pay(),
+            _ => false,
+        };
+        full && tables
+            && self.spec.host_lookups.is_some()
+            && inner.len.is_multiple_of(32)
+            && inner.group.is_multiple_of(32)
+    }
+
+    /// Where `full` (the condition that a segment is a whole group) is given,
+    /// branches on it and goes on in the partial segments' block; returns the
+    /// whole groups' block.
+    pub(super) fn branch_full(&mut self, full: Option<Value>) -> Option<Block> {
+        full.map(|full| {
+            let (fast, slow) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(full, fast, &[], slow, &[]);
+            self.b.switch_to_block(slow);
+            fast
+        })
     }
 
     /// The address of the function's 128-byte stack slot (tables, and f16
