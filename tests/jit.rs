@@ -410,7 +410,7 @@ fn extreme_zps(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
 }
 
 /// The 4-bit table-lookup path (constant-parameter segments of at least 32
-/// elements; for 16-bit dst both the host's lookups, where AVX-512 is selected,
+/// elements; both the host's lookups, where AVX-512 is selected,
 /// and Cranelift's) against the reference: every 4-bit src x zps x dst the dynamic op
 /// allows, run lengths 31..=300, groups 32/33/64/128 with remainders, odd nibble
 /// starts (odd row lengths, sub-ranges), special scales, extreme zero points.
@@ -488,9 +488,9 @@ fn four_bit_table_lookup_matches_reference() {
     }
 }
 
-/// The JIT's host lookups (4-bit to 16-bit dst by AVX-512 word permutes), both
-/// forms: streamed straight to dst (a large output) and stored (a small one).
-/// Every 4-bit src and 16-bit dst, with and without zero points, dst at every
+/// The JIT's host lookups (4-bit src by AVX-512 permutes), both forms: streamed
+/// straight to dst (a large output) and stored (a small one). s4 and u4 to
+/// every dst dtype, with and without zero points, dst at every
 /// even byte of a line (16-byte aligned steps stream, the others store), groups
 /// with remainders, odd row lengths, one scale per row, whole runs and random
 /// sub-ranges. Fails where AVX-512 is selected but a spec lacks the lookups.
@@ -515,6 +515,8 @@ fn host_lookups_match_reference_at_every_dst_offset() {
             (DType::U4, Some(DType::U4), DType::BF16),
             (DType::U4, None, DType::F16),
             (DType::S4, Some(DType::S8), DType::BF16),
+            (DType::S4, None, DType::F32),
+            (DType::U4, Some(DType::U4), DType::F32),
         ] {
             let cases = [
                 (

@@ -1,9 +1,10 @@
-//! 4-bit table lookups by the host's AVX-512 word permute, called from JIT code:
+//! 4-bit table lookups by the host's AVX-512 permutes (`vpermw`, `vpermps`),
+//! called from JIT code:
 //! one call looks up a whole run of a segment (every 32 elements from the src
 //! address up to the src end). Cranelift has 128-bit vectors only and no word
-//! permute: its own lookups of 16-bit entries take a byte shuffle per plane and
-//! two interleaves per 16 elements, and a streamed output goes through a
-//! staging block and a copy. A large output's calls stream straight to dst
+//! or dword permute: its own lookups take a byte shuffle per plane of the
+//! entries and two or four interleaves per 16 elements, and a streamed output
+//! goes through a staging block and a copy. A large output's calls stream straight to dst
 //! instead.
 //!
 //! Measured on AMD EPYC Zen 5 (4096x4096, groups of 128, one thread,
@@ -17,15 +18,21 @@
 //! F16C call through memory, or integer code for bf16) costs short groups more
 //! than their lookups. s4 -> f16 in groups of 32: 1.72-1.74 -> 1.15-1.25 ms
 //! (generated 1.14-1.17); s4 -> bf16: 1.53 -> 1.29 ms (generated 0.93-0.97).
+//!
+//! f32 results take `vpermps` (the 16 entries are one register): s4 -> f32,
+//! groups of 128, Cranelift's lookups 2.06-2.07 ms, these 1.56-1.67 (generated
+//! 1.54-1.66); groups of 32 2.22-2.24 -> 1.54-1.58 (generated 1.53-1.59).
 
 use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;
 
-/// The table of a run of [`lut16_run`].
+/// The table of a run of [`lut_run`].
 #[derive(Clone, Copy)]
 pub(crate) enum HostTable {
-    /// The 16 two-byte entries (I8X16: entries 0..8 and 8..16).
+    /// 16 two-byte entries (I8X16: entries 0..8 and 8..16).
     Halves([Value; 2]),
+    /// 16 four-byte entries (f32 bits, I8X16 or F32X4: entries 4k..4k+4).
+    F32([Value; 4]),
     /// The 16 values as four F32X4, which the host rounds to f16 (nearest
     /// even, NaNs quieted: the rounding of [`crate::host_f16::round`]).
     F16([Value; 4]),
@@ -35,12 +42,12 @@ pub(crate) enum HostTable {
 }
 
 /// Emits a call that looks up the nibbles from `sp` (low nibble first) up to
-/// `send`, 16 bytes (32 elements) a step, in `table`, writing 64 bytes of
-/// results a step from `dp` on: with non-temporal stores when `stream` (where
-/// `dp` is 16-byte aligned). The emitting code guarantees `send - sp` a nonzero
-/// multiple of 16, `sp..send` readable, `dp` writable for 4 bytes per src byte,
-/// and a host with AVX-512 F, BW and VL.
-pub(crate) fn lut16_run(
+/// `send`, 16 bytes (32 elements) a step, in `table`, writing the results from
+/// `dp` on (64 bytes a step, 128 for [`HostTable::F32`]): with non-temporal
+/// stores when `stream` (where `dp` is 16-byte aligned). The emitting code
+/// guarantees `send - sp` a nonzero multiple of 16, `sp..send` readable, `dp`
+/// writable for the results, and a host with AVX-512 F, BW and VL.
+pub(crate) fn lut_run(
     b: &mut FunctionBuilder<'_>,
     (sp, dp, send): (Value, Value, Value),
     table: HostTable,
@@ -51,6 +58,10 @@ pub(crate) fn lut16_run(
         HostTable::Halves(t) => {
             args.extend(t);
             (lut16_store, lut16_stream)
+        }
+        HostTable::F32(t) => {
+            args.extend(t);
+            (lut32_store, lut32_stream)
         }
         HostTable::F16(t) => {
             args.extend(t);
@@ -64,9 +75,13 @@ pub(crate) fn lut16_run(
     crate::host_f16::call(b, if stream { streamed } else { store }, &args);
 }
 
-/// The mask of a dword's low nibble, for the lookups' index.
+/// The mask of a dword's low nibble, for the 16-bit lookups' index.
 #[cfg(target_arch = "x86_64")]
 static LOW_NIBBLE: u32 = 15;
+
+/// The f32 lookups' shifts: dwords 0, 4, 0, 4, ... (a byte's low, high nibble).
+#[cfg(target_arch = "x86_64")]
+static NIBBLE_SHIFTS: u64 = 4 << 32;
 
 /// bf16 rounding's constants: the kept half's low bit, the rounding bias less
 /// that bit, a NaN's quiet bit.
@@ -77,24 +92,21 @@ static HALF: u32 = 0x7fff;
 #[cfg(target_arch = "x86_64")]
 static QUIET: u32 = 0x40;
 
-/// A loop of [`lut16_run`]'s steps, each stored by `$store` (asm storing
-/// `zmm17` at `rsi`), from label `$l`; falls through when `rdi` reaches `rdx`.
-/// Works in `zmm17`, `zmm18`; the table is in the low 32 bytes of `zmm16`.
+/// A loop of [`lut_run`]'s steps from label `$l`: `$lookup` (asm looking up
+/// the 16 src bytes at `rdi`), `$store` (asm storing its results at `rsi`),
+/// then `rsi` advanced by `$dst` bytes; falls through when `rdi` reaches `rdx`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! steps {
-    ($l:literal, $store:expr) => {
+    ($l:literal, $lookup:expr, $store:expr, $dst:literal) => {
         concat!(
             $l,
             ":\n",
-            // Byte b -> words (b & 15, b >> 4) of a dword: (d & 15) | (d << 12),
-            // so the permute's 5 index bits stay under 16.
-            "vpmovzxbd zmm17, [rdi]\n",
-            "vpslld zmm18, zmm17, 12\n",
-            "vpternlogd zmm17, zmm18, dword ptr [rip + {low}]{{1to16}}, 0xec\n",
-            "vpermw zmm17, zmm17, zmm16\n",
+            $lookup,
             $store,
             "add rdi, 16\n",
-            "add rsi, 64\n",
+            "add rsi, ",
+            $dst,
+            "\n",
             "cmp rdi, rdx\n",
             "jb ",
             $l,
@@ -103,9 +115,79 @@ macro_rules! steps {
     };
 }
 
-/// [`lut16_run`]'s entry: saves the two address registers it advances and puts
-/// the table in the low 32 bytes of `zmm16`: `halves` from `xmm0`, `xmm1`;
-/// `f16` and `bf16` rounded from the f32 in `xmm0..xmm3`.
+/// 32 two-byte lookups into `zmm17`, in the table in the low 32 bytes of
+/// `zmm16`; uses `zmm18`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! lookup16 {
+    () => {
+        concat!(
+            // Byte b -> words (b & 15, b >> 4) of a dword: (d & 15) | (d << 12),
+            // so the permute's 5 index bits stay under 16.
+            "vpmovzxbd zmm17, [rdi]\n",
+            "vpslld zmm18, zmm17, 12\n",
+            "vpternlogd zmm17, zmm18, dword ptr [rip + {low}]{{1to16}}, 0xec\n",
+            "vpermw zmm17, zmm17, zmm16\n",
+        )
+    };
+}
+
+/// 32 four-byte lookups into `zmm17` (elements 0..16) and `zmm18` (16..32), in
+/// the table in `zmm16`, with `zmm19` holding [`NIBBLE_SHIFTS`].
+#[cfg(target_arch = "x86_64")]
+macro_rules! lookup32 {
+    () => {
+        concat!(
+            // Each byte twice, as dwords shifted by 0 and 4: the permute reads
+            // an index's low 4 bits, the nibble.
+            "vmovdqu64 xmm18, [rdi]\n",
+            "vpunpcklbw xmm17, xmm18, xmm18\n",
+            "vpunpckhbw xmm18, xmm18, xmm18\n",
+            "vpmovzxbd zmm17, xmm17\n",
+            "vpmovzxbd zmm18, xmm18\n",
+            "vpsrlvd zmm17, zmm17, zmm19\n",
+            "vpsrlvd zmm18, zmm18, zmm19\n",
+            "vpermps zmm17, zmm17, zmm16\n",
+            "vpermps zmm18, zmm18, zmm16\n",
+        )
+    };
+}
+
+/// Four 16-byte non-temporal stores of `zmm$z` at `rsi + $at`; uses `xmm20`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! nt4 {
+    ($z:literal, $at:literal) => {
+        concat!(
+            "vmovntdq [rsi + ",
+            $at,
+            "], xmm",
+            $z,
+            "\n",
+            "vextracti32x4 xmm20, zmm",
+            $z,
+            ", 1\n",
+            "vmovntdq [rsi + ",
+            $at,
+            " + 16], xmm20\n",
+            "vextracti32x4 xmm20, zmm",
+            $z,
+            ", 2\n",
+            "vmovntdq [rsi + ",
+            $at,
+            " + 32], xmm20\n",
+            "vextracti32x4 xmm20, zmm",
+            $z,
+            ", 3\n",
+            "vmovntdq [rsi + ",
+            $at,
+            " + 48], xmm20\n",
+        )
+    };
+}
+
+/// [`lut_run`]'s entry: saves the two address registers it advances and puts
+/// the table in `zmm16`: `halves` from `xmm0`, `xmm1`; `f32` from
+/// `xmm0..xmm3` (and [`NIBBLE_SHIFTS`] in `zmm19`); `f16` and `bf16` rounded
+/// from the f32 in `xmm0..xmm3`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! enter {
     (halves) => {
@@ -113,6 +195,14 @@ macro_rules! enter {
             "push rdi\n",
             "push rsi\n",
             "vinserti32x4 ymm16, ymm0, xmm1, 1\n",
+        )
+    };
+    (f32) => {
+        concat!(
+            "push rdi\n",
+            "push rsi\n",
+            floats!(),
+            "vpbroadcastq zmm19, qword ptr [rip + {shifts}]\n",
         )
     };
     (f16) => {
@@ -153,7 +243,7 @@ macro_rules! floats {
     };
 }
 
-/// [`lut16_run`]'s return: restores the address registers.
+/// [`lut_run`]'s return: restores the address registers.
 #[cfg(target_arch = "x86_64")]
 macro_rules! leave {
     () => {
@@ -161,91 +251,126 @@ macro_rules! leave {
     };
 }
 
-/// The loop of [`lut16_store`] after `enter!`.
+/// The loop of a store helper after `enter!`: 16-bit (`w16`) or f32 (`w32`).
 #[cfg(target_arch = "x86_64")]
 macro_rules! store {
-    () => {
-        concat!(steps!("2", "vmovdqu64 [rsi], zmm17\n"), leave!())
+    (w16) => {
+        concat!(
+            steps!("2", lookup16!(), "vmovdqu64 [rsi], zmm17\n", "64"),
+            leave!()
+        )
+    };
+    (w32) => {
+        concat!(
+            steps!(
+                "2",
+                lookup32!(),
+                "vmovdqu64 [rsi], zmm17\nvmovdqu64 [rsi + 64], zmm18\n",
+                "128"
+            ),
+            leave!()
+        )
     };
 }
 
-/// The loops of [`lut16_stream`] after `enter!`: one per dst alignment.
+/// The loops of a streaming helper after `enter!`, one per dst alignment: a
+/// line store per 64 bytes where `rsi` is on a line, four of 16 bytes where it
+/// is 16-byte aligned (rows 16 bytes past a line: the write combining completes
+/// each line from two stores), ordinary ones else. Every step of a run has the
+/// first one's alignment.
 #[cfg(target_arch = "x86_64")]
 macro_rules! stream {
-    () => {
+    (w16) => {
+        stream!(
+            lookup16!(),
+            "vmovntdq [rsi], zmm17\n",
+            nt4!("17", "0"),
+            "vmovdqu64 [rsi], zmm17\n",
+            "64"
+        )
+    };
+    (w32) => {
+        stream!(
+            lookup32!(),
+            "vmovntdq [rsi], zmm17\nvmovntdq [rsi + 64], zmm18\n",
+            concat!(nt4!("17", "0"), nt4!("18", "64")),
+            "vmovdqu64 [rsi], zmm17\nvmovdqu64 [rsi + 64], zmm18\n",
+            "128"
+        )
+    };
+    ($lookup:expr, $line:expr, $nt16:expr, $plain:expr, $dst:literal) => {
         concat!(
             "test sil, 63\n",
             "jnz 5f\n",
-            steps!("2", "vmovntdq [rsi], zmm17\n"),
+            steps!("2", $lookup, $line, $dst),
             leave!(),
             "5:\n",
             "test sil, 15\n",
             "jnz 6f\n",
-            steps!(
-                "3",
-                concat!(
-                    "vmovntdq [rsi], xmm17\n",
-                    "vextracti32x4 xmm18, zmm17, 1\n",
-                    "vmovntdq [rsi + 16], xmm18\n",
-                    "vextracti32x4 xmm18, zmm17, 2\n",
-                    "vmovntdq [rsi + 32], xmm18\n",
-                    "vextracti32x4 xmm18, zmm17, 3\n",
-                    "vmovntdq [rsi + 48], xmm18\n",
-                )
-            ),
+            steps!("3", $lookup, $nt16, $dst),
             leave!(),
             "6:\n",
-            steps!("4", "vmovdqu64 [rsi], zmm17\n"),
+            steps!("4", $lookup, $plain, $dst),
             leave!(),
         )
     };
 }
 
-/// [`lut16_run`]'s lookups in a [`HostTable::Halves`] with ordinary stores.
-/// Called under `preserve_all`: it works in `zmm16..zmm18`, which Cranelift
-/// never allocates, restores the registers it advances, and changes no other
-/// register.
+/// [`lut_run`]'s lookups in a [`HostTable::Halves`] with ordinary stores.
+/// Called under `preserve_all`: it works in `zmm16..zmm20` (and `k1`), which
+/// Cranelift never allocates (the System V ABI preserves none of them),
+/// restores the registers it advances, and changes no other register.
 ///
-/// Only called by JIT code, with `rdi`, `rdx` and `rsi` valid as [`lut16_run`]
+/// Only called by JIT code, with `rdi`, `rdx` and `rsi` valid as [`lut_run`]
 /// says, on a CPU with AVX-512 F, BW and VL.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn lut16_store() {
-    core::arch::naked_asm!(enter!(halves), store!(), low = sym LOW_NIBBLE)
+    core::arch::naked_asm!(enter!(halves), store!(w16), low = sym LOW_NIBBLE)
 }
 
-/// [`lut16_store`] with non-temporal stores: one a step where `rsi` is on a
-/// line, four of 16 bytes where it is 16-byte aligned (rows 16 bytes past a
-/// line: the write combining completes each line from two steps), ordinary
-/// ones else. Every step of a run has the first one's alignment.
+/// [`lut16_store`] with non-temporal stores ([`lut_run`]'s `stream`).
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn lut16_stream() {
-    core::arch::naked_asm!(enter!(halves), stream!(), low = sym LOW_NIBBLE)
+    core::arch::naked_asm!(enter!(halves), stream!(w16), low = sym LOW_NIBBLE)
+}
+
+/// [`lut16_store`] in a [`HostTable::F32`].
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+unsafe extern "C" fn lut32_store() {
+    core::arch::naked_asm!(enter!(f32), store!(w32), shifts = sym NIBBLE_SHIFTS)
+}
+
+/// [`lut16_stream`] in a [`HostTable::F32`].
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+unsafe extern "C" fn lut32_stream() {
+    core::arch::naked_asm!(enter!(f32), stream!(w32), shifts = sym NIBBLE_SHIFTS)
 }
 
 /// [`lut16_store`] in a [`HostTable::F16`].
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn lut16_store_f16() {
-    core::arch::naked_asm!(enter!(f16), store!(), low = sym LOW_NIBBLE)
+    core::arch::naked_asm!(enter!(f16), store!(w16), low = sym LOW_NIBBLE)
 }
 
 /// [`lut16_stream`] in a [`HostTable::F16`].
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn lut16_stream_f16() {
-    core::arch::naked_asm!(enter!(f16), stream!(), low = sym LOW_NIBBLE)
+    core::arch::naked_asm!(enter!(f16), stream!(w16), low = sym LOW_NIBBLE)
 }
 
-/// [`lut16_store`] in a [`HostTable::Bf16`]; also changes `k1`, which
-/// Cranelift never allocates and the System V ABI does not preserve.
+/// [`lut16_store`] in a [`HostTable::Bf16`].
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn lut16_store_bf16() {
     core::arch::naked_asm!(
         enter!(bf16),
-        store!(),
+        store!(w16),
         low = sym LOW_NIBBLE,
         one = sym ONE,
         half = sym HALF,
@@ -253,14 +378,13 @@ unsafe extern "C" fn lut16_store_bf16() {
     )
 }
 
-/// [`lut16_stream`] in a [`HostTable::Bf16`]; changes `k1` as
-/// [`lut16_store_bf16`] does.
+/// [`lut16_stream`] in a [`HostTable::Bf16`].
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 unsafe extern "C" fn lut16_stream_bf16() {
     core::arch::naked_asm!(
         enter!(bf16),
-        stream!(),
+        stream!(w16),
         low = sym LOW_NIBBLE,
         one = sym ONE,
         half = sym HALF,
@@ -275,6 +399,8 @@ mod off_x86 {
         unreachable!("host lookups are x86-64 only")
     }
     pub(super) use self::lut16_store as lut16_stream;
+    pub(super) use self::lut16_store as lut32_store;
+    pub(super) use self::lut16_store as lut32_stream;
     pub(super) use self::lut16_store as lut16_store_f16;
     pub(super) use self::lut16_store as lut16_stream_f16;
     pub(super) use self::lut16_store as lut16_store_bf16;

@@ -102,8 +102,8 @@ impl Jit {
         self.with_host(spec::Host { f16: on, ..host })
     }
 
-    /// This JIT with 4-bit lookups to 16-bit dst done by the host's AVX-512 word
-    /// permutes ([`Spec::host_lookups`]) when `on` (the default, where the
+    /// This JIT with 4-bit lookups done by the host's AVX-512 permutes
+    /// ([`Spec::host_lookups`]) when `on` (the default, where the
     /// selected ISA is AVX-512), or always by Cranelift's byte shuffles (slower;
     /// for tests of that code on AVX-512 hosts). Both give the same bits.
     pub fn with_host_lookups(self, on: bool) -> Jit {

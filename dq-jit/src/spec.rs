@@ -33,8 +33,8 @@ pub struct Spec {
     /// f16 conversion instructions (F16C, exact), called from the kernel, when
     /// the JIT allows host conversion and the host has them.
     pub f16_tables: bool,
-    /// 4-bit src with table segments to 16-bit dst: each 32-element step is
-    /// looked up by the host's AVX-512 word permute ([`HostLookups`]), where the
+    /// 4-bit src with table segments: each run of a segment is looked up by the
+    /// host's AVX-512 permutes ([`HostLookups`], `crate::host_lut`), where the
     /// JIT allows host lookups and the selected ISA is AVX-512.
     pub host_lookups: Option<HostLookups>,
     /// f16 scales that change every few elements of the inner loop are widened
@@ -50,7 +50,7 @@ pub struct Spec {
 pub(crate) struct Host {
     /// f16 conversion (F16C): [`Spec::f16_blocks`] and [`Spec::f16_tables`].
     pub f16: bool,
-    /// 4-bit lookups by AVX-512 word permutes: [`Spec::host_lookups`].
+    /// 4-bit lookups by AVX-512 permutes: [`Spec::host_lookups`].
     pub lookups: bool,
 }
 
@@ -63,7 +63,7 @@ impl Default for Host {
     }
 }
 
-/// How a kernel's host lookups store their 64 bytes.
+/// How a kernel's host lookups store their results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostLookups {
     /// Ordinary stores.
@@ -120,8 +120,7 @@ impl Spec {
         let f16 = host.f16 && lowering.dst == DType::F16 && arch::f16_convert();
         let f16_blocks = f16 && !tables && lowering.dst_dense;
         let f16_tables = f16 && tables;
-        let sixteen = matches!(lowering.dst, DType::F16 | DType::BF16);
-        let lookups = host.lookups && sixteen && four_bit_tables && arch::selected() == Isa::Avx512;
+        let lookups = host.lookups && four_bit_tables && arch::selected() == Isa::Avx512;
         let host_lookups = lookups.then(|| {
             // The process's strategy for large outputs (not one racing call's).
             let large = policy::is_large_output(lowering.output_bytes())

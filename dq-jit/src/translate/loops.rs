@@ -364,9 +364,12 @@ impl<'a, 'f> Translator<'a, 'f> {
                     self.local_consts(|t| t.lut_table(sv, zv))
                 };
                 let full = self.branch_full(full);
-                // The host's lookups take the 16 entries in two registers.
-                let halves = HostTable::Halves([entries[0], entries[1]]);
-                self.host_table = self.spec.host_lookups.map(|_| halves);
+                // The host's lookups take the 16 entries in registers.
+                let table = match entries[..] {
+                    [a, b, c, d] => HostTable::F32([a, b, c, d]),
+                    _ => HostTable::Halves([entries[0], entries[1]]),
+                };
+                self.host_table = self.spec.host_lookups.map(|_| table);
                 (tab, entries, full)
             };
             if self.table_scalar() {

@@ -322,7 +322,7 @@ impl<'a, 'f> Translator<'a, 'f> {
         let step = |t: &mut Self, send, sp, dp| match host {
             Some((table, h)) => {
                 let stream = h == crate::HostLookups::Stream;
-                crate::host_lut::lut16_run(&mut t.b, (sp, dp, send), table, stream);
+                crate::host_lut::lut_run(&mut t.b, (sp, dp, send), table, stream);
             }
             None => t.emit_lut_step(tab, sp, dp, 2),
         };

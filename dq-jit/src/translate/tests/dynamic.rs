@@ -158,11 +158,13 @@ fn the_cases_reach_every_path() {
         .with_f16_conversion(false)
         .with_host_lookups(false);
     assert!(!f16(&own).contains("call_indirect"));
-    // 16-bit lookups: the host's (a call) where AVX-512 is selected.
+    // Lookups: the host's (a call) where AVX-512 is selected.
     let avx512 = dq_runtime::arch::selected() == dq_runtime::arch::Isa::Avx512;
-    let bf16 = Case::per_group((DType::U4, None, DType::BF16), &[3, 97], &[1, 32]);
-    let host = Jit::new(&STANDARD, 4).clif(&bf16.plan()).unwrap();
-    assert_eq!(host.contains("call_indirect"), avx512);
+    for dst in [DType::BF16, DType::F32] {
+        let c = Case::per_group((DType::U4, None, dst), &[3, 97], &[1, 32]);
+        let host = Jit::new(&STANDARD, 4).clif(&c.plan()).unwrap();
+        assert_eq!(host.contains("call_indirect"), avx512, "{dst:?}");
+    }
     let scalar = clif(Case {
         op: AxesDequantize::new(vec![1]).into(),
         src: TensorDesc::new(DType::S32, &[4, 50]),
