@@ -53,25 +53,18 @@ pub(crate) fn lut_run(
     table: HostTable,
     stream: bool,
 ) {
-    let mut args = vec![sp, dp, send];
-    let (store, streamed): (unsafe extern "C" fn(), unsafe extern "C" fn()) = match table {
-        HostTable::Halves(t) => {
-            args.extend(t);
-            (lut16_store, lut16_stream)
-        }
-        HostTable::F32(t) => {
-            args.extend(t);
-            (lut32_store, lut32_stream)
-        }
-        HostTable::F16(t) => {
-            args.extend(t);
-            (lut16_store_f16, lut16_stream_f16)
-        }
-        HostTable::Bf16(t) => {
-            args.extend(t);
-            (lut16_store_bf16, lut16_stream_bf16)
-        }
+    type Helper = unsafe extern "C" fn();
+    let (store, streamed): (Helper, Helper) = match table {
+        HostTable::Halves(_) => (lut16_store, lut16_stream),
+        HostTable::F32(_) => (lut32_store, lut32_stream),
+        HostTable::F16(_) => (lut16_store_f16, lut16_stream_f16),
+        HostTable::Bf16(_) => (lut16_store_bf16, lut16_stream_bf16),
     };
+    let mut args = vec![sp, dp, send];
+    args.extend_from_slice(match &table {
+        HostTable::Halves(t) => t,
+        HostTable::F32(t) | HostTable::F16(t) | HostTable::Bf16(t) => t,
+    });
     crate::host_f16::call(b, if stream { streamed } else { store }, &args);
 }
 
@@ -316,80 +309,33 @@ macro_rules! stream {
     };
 }
 
-/// [`lut_run`]'s lookups in a [`HostTable::Halves`] with ordinary stores.
-/// Called under `preserve_all`: it works in `zmm16..zmm20` (and `k1`), which
-/// Cranelift never allocates (the System V ABI preserves none of them),
-/// restores the registers it advances, and changes no other register.
-///
-/// Only called by JIT code, with `rdi`, `rdx` and `rsi` valid as [`lut_run`]
-/// says, on a CPU with AVX-512 F, BW and VL.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut16_store() {
-    core::arch::naked_asm!(enter!(halves), store!(w16), low = sym LOW_NIBBLE)
+/// The helpers of [`lut_run`], each `enter!(entry)` then `loops!(width)` with
+/// the asm operands those need. Each is called under `preserve_all`: it works
+/// in `zmm16..zmm20` (and `k1`), which Cranelift never allocates (the System V
+/// ABI preserves none of them), restores the registers it advances, and changes
+/// no other register. Only JIT code calls them, with `rdi`, `rdx` and `rsi`
+/// valid as [`lut_run`] says, on a CPU with AVX-512 F, BW and VL.
+macro_rules! helpers {
+    ($($name:ident: $enter:ident, $loops:ident($width:ident), $($op:ident = $sym:ident),+;)*) => {$(
+        #[doc = concat!("[`lut_run`] with a `", stringify!($enter), "` table, `",
+            stringify!($loops), "` stores.")]
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(enter!($enter), $loops!($width), $($op = sym $sym),+)
+        }
+    )*};
 }
 
-/// [`lut16_store`] with non-temporal stores ([`lut_run`]'s `stream`).
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut16_stream() {
-    core::arch::naked_asm!(enter!(halves), stream!(w16), low = sym LOW_NIBBLE)
-}
-
-/// [`lut16_store`] in a [`HostTable::F32`].
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut32_store() {
-    core::arch::naked_asm!(enter!(f32), store!(w32), shifts = sym NIBBLE_SHIFTS)
-}
-
-/// [`lut16_stream`] in a [`HostTable::F32`].
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut32_stream() {
-    core::arch::naked_asm!(enter!(f32), stream!(w32), shifts = sym NIBBLE_SHIFTS)
-}
-
-/// [`lut16_store`] in a [`HostTable::F16`].
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut16_store_f16() {
-    core::arch::naked_asm!(enter!(f16), store!(w16), low = sym LOW_NIBBLE)
-}
-
-/// [`lut16_stream`] in a [`HostTable::F16`].
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut16_stream_f16() {
-    core::arch::naked_asm!(enter!(f16), stream!(w16), low = sym LOW_NIBBLE)
-}
-
-/// [`lut16_store`] in a [`HostTable::Bf16`].
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut16_store_bf16() {
-    core::arch::naked_asm!(
-        enter!(bf16),
-        store!(w16),
-        low = sym LOW_NIBBLE,
-        one = sym ONE,
-        half = sym HALF,
-        quiet = sym QUIET,
-    )
-}
-
-/// [`lut16_stream`] in a [`HostTable::Bf16`].
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-unsafe extern "C" fn lut16_stream_bf16() {
-    core::arch::naked_asm!(
-        enter!(bf16),
-        stream!(w16),
-        low = sym LOW_NIBBLE,
-        one = sym ONE,
-        half = sym HALF,
-        quiet = sym QUIET,
-    )
+helpers! {
+    lut16_store: halves, store(w16), low = LOW_NIBBLE;
+    lut16_stream: halves, stream(w16), low = LOW_NIBBLE;
+    lut32_store: f32, store(w32), shifts = NIBBLE_SHIFTS;
+    lut32_stream: f32, stream(w32), shifts = NIBBLE_SHIFTS;
+    lut16_store_f16: f16, store(w16), low = LOW_NIBBLE;
+    lut16_stream_f16: f16, stream(w16), low = LOW_NIBBLE;
+    lut16_store_bf16: bf16, store(w16), low = LOW_NIBBLE, one = ONE, half = HALF, quiet = QUIET;
+    lut16_stream_bf16: bf16, stream(w16), low = LOW_NIBBLE, one = ONE, half = HALF, quiet = QUIET;
 }
 
 /// The helpers off x86-64, where no kernel calls them.
