@@ -7,7 +7,7 @@
 mod support;
 
 use dq::case::{Case, OwnedTensor};
-use dq::{DType, DynamicDequantize, Op, Tensor, TensorDesc, TensorMut};
+use dq::{DType, DynamicDequantize, Op, TensorDesc};
 use proptest::prelude::*;
 use support::{Rng, Variant, all_variants, path_unavailable, proptest_cases};
 
@@ -127,6 +127,7 @@ proptest! {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod guarded {
     use super::*;
+    use dq::{Tensor, TensorMut};
     use support::guard::{Guard, GuardBuf};
 
     /// `kernel` on `case` with src, scales and dst fenced by `guard`, whole and

@@ -139,6 +139,7 @@ pub unsafe fn f32_to_f16_stream(dst: *mut u8, x: &[f32]) {
 /// # Safety
 /// As [`f32_to_f16`]; the CPU has `V`'s ISA (the token proves it).
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) unsafe fn f32_to_f16_with<V: Simd>(v: V, dst: *mut u8, x: &[f32]) {
     let whole = x.len() / V::LANES * V::LANES;
     for i in (0..whole).step_by(V::LANES) {

@@ -1,7 +1,7 @@
 //! The dynamic op: every src, zero-point and dst dtype and granularity, the 4-bit
 //! paths (tables, peels, tails), and f16/bf16 rounding.
 
-use dq_runtime::{AxesDequantize, DType, Dequantize, DynamicDequantize, STANDARD, TensorDesc};
+use dq_runtime::{DType, DynamicDequantize, STANDARD};
 
 use super::{Case, DYN_DST, DYN_SRC, DYN_ZPS, Rng, SRC_4BIT, check, jits_for};
 use crate::Jit;
@@ -129,6 +129,7 @@ fn rounding_over_many_bit_patterns() {
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn the_cases_reach_every_path() {
+    use dq_runtime::{AxesDequantize, Dequantize, TensorDesc};
     if !std::arch::is_x86_feature_detected!("ssse3") {
         eprintln!("no SSSE3: 4-bit tables are not compiled on this host");
         return;
