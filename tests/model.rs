@@ -67,8 +67,9 @@ fn tiny_model_verifies_in_every_scheme() {
 
 /// The JIT's compile counts over the tiny model, in a process of its own (`dq
 /// model`: a cold cache, and no other test compiling meanwhile): the 14 weights of
-/// 2 layers have 4 distinct loop nests (q/o, k/v, gate/up, down), so 4 compiles and
-/// 10 reuses; a second JIT run over the same weights compiles nothing.
+/// 2 layers have 4 distinct loop nests (q/o, k/v, gate/up, down), so 4 compiles in
+/// all and 24 reuses over the two JIT entries (they share the cache; each tensor
+/// starts with the next entry in turn, so either can be the one that compiles).
 #[test]
 fn jit_compiles_one_kernel_per_distinct_loop_nest() {
     if dq::backends().get(Backend::Jit).is_none() {
@@ -95,7 +96,9 @@ fn jit_compiles_one_kernel_per_distinct_loop_nest() {
             (name, n("kernels_compiled"), n("kernels_reused"))
         })
         .collect();
-    assert_eq!(counts, [("jit", 4, 10), ("jit", 0, 14)], "{j}");
+    assert!(counts.iter().all(|c| c.0 == "jit"), "{j}");
+    let total = |f: fn(&(&str, u64, u64)) -> u64| counts.iter().map(f).sum::<u64>();
+    assert_eq!((total(|c| c.1), total(|c| c.2)), (4, 24), "{j}");
 }
 
 #[test]
