@@ -1,11 +1,10 @@
 //! 4-bit table lookups by the host's AVX-512 permutes (`vpermw`, `vpermps`),
-//! called from JIT code:
-//! one call looks up a whole run of a segment (every 32 elements from the src
-//! address up to the src end). Cranelift has 128-bit vectors only and no word
-//! or dword permute: its own lookups take a byte shuffle per plane of the
-//! entries and two or four interleaves per 16 elements, and a streamed output
-//! goes through a staging block and a copy. A large output's calls stream straight to dst
-//! instead.
+//! called from JIT code: one call looks up a whole run of a segment (every 32
+//! elements from the src address up to the src end). Cranelift has 128-bit
+//! vectors only and no word or dword permute: its own lookups take a byte
+//! shuffle per plane of the entries and two or four interleaves per 16
+//! elements, and a streamed output goes through a staging block and a copy. A
+//! large output's calls stream straight to dst instead.
 //!
 //! Measured on AMD EPYC Zen 5 (4096x4096, groups of 128, one thread,
 //! `dq bench --no-memcpy`, alternated builds; BENCHMARKS.md has the runs):
@@ -72,10 +71,6 @@ pub(crate) fn lut_run(
 #[cfg(target_arch = "x86_64")]
 static LOW_NIBBLE: u32 = 15;
 
-/// The f32 lookups' shifts: dwords 0, 4, 0, 4, ... (a byte's low, high nibble).
-#[cfg(target_arch = "x86_64")]
-static NIBBLE_SHIFTS: u64 = 4 << 32;
-
 /// bf16 rounding's constants: the kept half's low bit, the rounding bias less
 /// that bit, a NaN's quiet bit.
 #[cfg(target_arch = "x86_64")]
@@ -109,7 +104,9 @@ macro_rules! steps {
 }
 
 /// 32 two-byte lookups into `zmm17`, in the table in the low 32 bytes of
-/// `zmm16`; uses `zmm18`.
+/// `zmm16`; uses `zmm18`. `Simd::lut16_line` (dq-runtime) repeats its table
+/// instead of masking the index: here that costs an instruction a run, which
+/// groups of 32 measured (bf16 1.30 -> 1.35 ms).
 #[cfg(target_arch = "x86_64")]
 macro_rules! lookup16 {
     () => {
@@ -125,21 +122,20 @@ macro_rules! lookup16 {
 }
 
 /// 32 four-byte lookups into `zmm17` (elements 0..16) and `zmm18` (16..32), in
-/// the table in `zmm16`, with `zmm19` holding [`NIBBLE_SHIFTS`].
+/// the table in `zmm16`; uses `zmm20`. The index of `Simd::lut32_line`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! lookup32 {
     () => {
         concat!(
-            // Each byte twice, as dwords shifted by 0 and 4: the permute reads
-            // an index's low 4 bits, the nibble.
-            "vmovdqu64 xmm18, [rdi]\n",
-            "vpunpcklbw xmm17, xmm18, xmm18\n",
-            "vpunpckhbw xmm18, xmm18, xmm18\n",
-            "vpmovzxbd zmm17, xmm17\n",
-            "vpmovzxbd zmm18, xmm18\n",
-            "vpsrlvd zmm17, zmm17, zmm19\n",
-            "vpsrlvd zmm18, zmm18, zmm19\n",
+            // Byte b -> dwords (b, b >> 4) of a qword: q | (q << 28). The
+            // permute reads index bits 0..3, the nibble.
+            "vpmovzxbq zmm17, qword ptr [rdi]\n",
+            "vpsllq zmm20, zmm17, 28\n",
+            "vporq zmm17, zmm17, zmm20\n",
             "vpermps zmm17, zmm17, zmm16\n",
+            "vpmovzxbq zmm18, qword ptr [rdi + 8]\n",
+            "vpsllq zmm20, zmm18, 28\n",
+            "vporq zmm18, zmm18, zmm20\n",
             "vpermps zmm18, zmm18, zmm16\n",
         )
     };
@@ -178,9 +174,9 @@ macro_rules! nt4 {
 }
 
 /// [`lut_run`]'s entry: saves the two address registers it advances and puts
-/// the table in `zmm16`: `halves` from `xmm0`, `xmm1`; `f32` from
-/// `xmm0..xmm3` (and [`NIBBLE_SHIFTS`] in `zmm19`); `f16` and `bf16` rounded
-/// from the f32 in `xmm0..xmm3`.
+/// the table in `zmm16`: `f32` from `xmm0..xmm3`; in its low 32 bytes,
+/// `halves` from `xmm0`, `xmm1`, and `f16` and `bf16` rounded from the f32 in
+/// `xmm0..xmm3`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! enter {
     (halves) => {
@@ -191,12 +187,7 @@ macro_rules! enter {
         )
     };
     (f32) => {
-        concat!(
-            "push rdi\n",
-            "push rsi\n",
-            floats!(),
-            "vpbroadcastq zmm19, qword ptr [rip + {shifts}]\n",
-        )
+        concat!("push rdi\n", "push rsi\n", floats!(),)
     };
     (f16) => {
         concat!(
@@ -311,18 +302,18 @@ macro_rules! stream {
 
 /// The helpers of [`lut_run`], each `enter!(entry)` then `loops!(width)` with
 /// the asm operands those need. Each is called under `preserve_all`: it works
-/// in `zmm16..zmm20` (and `k1`), which Cranelift never allocates (the System V
-/// ABI preserves none of them), restores the registers it advances, and changes
-/// no other register. Only JIT code calls them, with `rdi`, `rdx` and `rsi`
+/// in `zmm16..zmm18` and `zmm20` (and `k1`), which Cranelift never allocates
+/// (the System V ABI preserves none of them), restores the registers it
+/// advances, and changes no other register. Only JIT code calls them, with `rdi`, `rdx` and `rsi`
 /// valid as [`lut_run`] says, on a CPU with AVX-512 F, BW and VL.
 macro_rules! helpers {
-    ($($name:ident: $enter:ident, $loops:ident($width:ident), $($op:ident = $sym:ident),+;)*) => {$(
+    ($($name:ident: $enter:ident, $loops:ident($width:ident) $(, $op:ident = $sym:ident)*;)*) => {$(
         #[doc = concat!("[`lut_run`] with a `", stringify!($enter), "` table, `",
             stringify!($loops), "` stores.")]
         #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
         unsafe extern "C" fn $name() {
-            core::arch::naked_asm!(enter!($enter), $loops!($width), $($op = sym $sym),+)
+            core::arch::naked_asm!(enter!($enter), $loops!($width), $($op = sym $sym),*)
         }
     )*};
 }
@@ -330,8 +321,8 @@ macro_rules! helpers {
 helpers! {
     lut16_store: halves, store(w16), low = LOW_NIBBLE;
     lut16_stream: halves, stream(w16), low = LOW_NIBBLE;
-    lut32_store: f32, store(w32), shifts = NIBBLE_SHIFTS;
-    lut32_stream: f32, stream(w32), shifts = NIBBLE_SHIFTS;
+    lut32_store: f32, store(w32);
+    lut32_stream: f32, stream(w32);
     lut16_store_f16: f16, store(w16), low = LOW_NIBBLE;
     lut16_stream_f16: f16, stream(w16), low = LOW_NIBBLE;
     lut16_store_bf16: bf16, store(w16), low = LOW_NIBBLE, one = ONE, half = HALF, quiet = QUIET;

@@ -28,14 +28,14 @@ pub(crate) fn pays(l: &Lowering) -> bool {
     let Some(inner) = l.loops.last() else {
         return false;
     };
+    let short = if l.src.is_4bit() {
+        SHORT_4BIT_GROUP
+    } else {
+        SHORT_GROUP
+    };
     l.scales == DType::F16
         && !inner.is_constant()
-        && inner.group
-            <= if l.src.is_4bit() {
-                SHORT_4BIT_GROUP
-            } else {
-                SHORT_GROUP
-            }
+        && inner.group <= short
         && span(l, 0..l.numel).len().saturating_mul(8) <= l.numel
 }
 

@@ -125,9 +125,10 @@ impl Spec {
             // The process's strategy for large outputs (not one racing call's).
             let large = policy::is_large_output(lowering.output_bytes())
                 && policy::large_store() == StoreStrategy::NonTemporal;
-            match large && lowering.dst_dense {
-                true => HostLookups::Stream,
-                false => HostLookups::Store,
+            if large && lowering.dst_dense {
+                HostLookups::Stream
+            } else {
+                HostLookups::Store
             }
         });
         Ok(Spec {

@@ -365,9 +365,10 @@ impl<'a, 'f> Translator<'a, 'f> {
                 };
                 let full = self.branch_full(full);
                 // The host's lookups take the 16 entries in registers.
-                let table = match entries[..] {
-                    [a, b, c, d] => HostTable::F32([a, b, c, d]),
-                    _ => HostTable::Halves([entries[0], entries[1]]),
+                let table = if self.spec.out() == DType::F32 {
+                    HostTable::F32([entries[0], entries[1], entries[2], entries[3]])
+                } else {
+                    HostTable::Halves([entries[0], entries[1]])
                 };
                 self.host_table = self.spec.host_lookups.map(|_| table);
                 (tab, entries, full)
