@@ -447,7 +447,7 @@ fn table_has_every_combination_the_ops_allow() {
     let mut got: Vec<_> = standard()
         .table()
         .iter()
-        .map(|e| (e.key(), e.scales))
+        .map(|e| (e.key(), e.scales()))
         .collect();
     got.sort();
     want.sort();
@@ -463,7 +463,7 @@ fn every_combination_granularity_and_shape() {
     // Entries with e8m0 scales share their key with a dst-scaled one and this
     // harness makes dst-typed scales: tests/float_sources.rs and float_props.rs
     // cover them.
-    for e in standard().table().iter().filter(|e| e.scales == e.dst) {
+    for e in standard().table().iter().filter(|e| e.scales() == e.dst()) {
         for form in forms(e) {
             for shape in SHAPES {
                 for gran in grans(shape) {
@@ -505,7 +505,7 @@ fn lengths_1_to_130_on_every_combination() {
     // Entries with e8m0 scales share their key with a dst-scaled one and this
     // harness makes dst-typed scales: tests/float_sources.rs and float_props.rs
     // cover them.
-    for e in standard().table().iter().filter(|e| e.scales == e.dst) {
+    for e in standard().table().iter().filter(|e| e.scales() == e.dst()) {
         for form in forms(e) {
             for n in 1..=130 {
                 let grans = match form {
@@ -545,7 +545,7 @@ fn four_bit_constant_runs_by_table() {
     let ks = kernels();
     let mut rng = Rng::new(99);
     let four_bit = |d: DType| matches!(d, DType::S4 | DType::U4);
-    for e in standard().table().iter().filter(|e| four_bit(e.src)) {
+    for e in standard().table().iter().filter(|e| four_bit(e.src())) {
         for cols in [31, 32, 33, 63, 64, 65, 97, 128, 129, 257] {
             let mut grans = vec![Gran::Tensor, Gran::Channel(0)];
             for g in [32, 33, 64, 128] {
@@ -588,7 +588,7 @@ fn four_bit_streamed_lines_at_every_skew() {
         (vec![7, 333], Gran::Group(vec![1, 64])),
         (vec![6, 520], Gran::Group(vec![1, 40])),
     ];
-    for e in standard().table().iter().filter(|e| four_bit(e.src)) {
+    for e in standard().table().iter().filter(|e| four_bit(e.src())) {
         for (shape, gran) in &cases {
             for at in (0..64).step_by(2) {
                 let case = Case {

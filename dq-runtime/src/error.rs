@@ -1,4 +1,7 @@
-//! The one error type: every rule of SPEC sections 4 and 6 has its own variant.
+//! The error of a dequantization call's validation and execution: every rule of
+//! SPEC sections 4 and 6 has its own variant. Block plans ([`crate::block`]) and
+//! linear plans ([`crate::linear`]) report their own errors, `BlockError` and
+//! `LinearError`.
 
 use crate::dtype::DType;
 use crate::op::{OpKind, Qtype};

@@ -9,13 +9,21 @@ use crate::convert::{f32_to_bf16_bits, quiet_f32, quiet_f64};
 use crate::dtype::DType;
 use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 
+/// The seal of [`IntType`] and [`FloatType`]: not nameable outside this crate.
+mod sealed {
+    pub trait Sealed {}
+}
+
 /// An integer src or zero-point type (or [`NoZp`]), or a float src type read
 /// as its codes (8-bit, or 4-bit nibbles) and decoded: by table ([`DECODE`])
 /// element by element, by bit manipulation in vectors ([`load_float`]).
 ///
 /// [`DECODE`]: IntType::DECODE
 /// [`load_float`]: IntType::load_float
-pub trait IntType: 'static {
+///
+/// Sealed: the kernels trust `DTYPE` and the loads to agree on element sizes,
+/// so only this module's markers implement it.
+pub trait IntType: sealed::Sealed + 'static {
     /// The dtype (`None` for [`NoZp`]).
     const DTYPE: Option<DType>;
     /// For a float src (SPEC 10): the value of each code; `None` for integers.
@@ -49,7 +57,10 @@ pub trait IntType: 'static {
 }
 
 /// A float dst type with its scales: of the same type, or e8m0 ([`E8`]).
-pub trait FloatType: 'static {
+///
+/// Sealed, as [`IntType`]: the kernels trust `DTYPE`, `SIZE` and the stores to
+/// agree.
+pub trait FloatType: sealed::Sealed + 'static {
     /// The dtype.
     const DTYPE: DType;
     /// The scales dtype.
@@ -221,6 +232,7 @@ macro_rules! int_type {
     ($t:ident, $d:expr, $small:expr, $exact:ty,
      |$b:ident, $o:ident| $load:expr, |$v:ident, $vb:ident, $vo:ident| $vec:expr
      $(, float: $table:expr, nan: $nan:expr, |$fv:ident, $fb:ident, $fo:ident| $fvec:expr)?) => {
+        impl sealed::Sealed for $t {}
         impl IntType for $t {
             const DTYPE: Option<DType> = $d;
             const SMALL: bool = $small;
@@ -366,6 +378,7 @@ macro_rules! lut16_items {
     };
 }
 
+impl sealed::Sealed for F32 {}
 impl FloatType for F32 {
     const DTYPE: DType = DType::F32;
     const SIZE: usize = 4;
@@ -417,6 +430,7 @@ impl FloatType for F32 {
     }
 }
 
+impl sealed::Sealed for F16 {}
 impl FloatType for F16 {
     const DTYPE: DType = DType::F16;
     const SIZE: usize = 2;
@@ -449,6 +463,7 @@ impl FloatType for F16 {
     lut16_items!();
 }
 
+impl sealed::Sealed for BF16 {}
 impl FloatType for BF16 {
     const DTYPE: DType = DType::BF16;
     const SIZE: usize = 2;
@@ -502,6 +517,7 @@ impl FloatType for BF16 {
     lut16_items!();
 }
 
+impl sealed::Sealed for F64 {}
 impl FloatType for F64 {
     const DTYPE: DType = DType::F64;
     const SIZE: usize = 8;
@@ -544,6 +560,7 @@ impl FloatType for F64 {
 #[derive(Clone, Copy, Debug)]
 pub struct E8<D>(core::marker::PhantomData<D>);
 
+impl<D: FloatType<Work = f32>> sealed::Sealed for E8<D> {}
 impl<D: FloatType<Work = f32>> FloatType for E8<D> {
     const DTYPE: DType = D::DTYPE;
     const SCALES: DType = DType::E8M0;

@@ -38,16 +38,16 @@ pub(crate) type RunFn = unsafe fn(&Job<'_>, Range<usize>);
 ///
 /// The vector functions depend on src, dst and formula only (zero points are read
 /// at run time), so the table shares them between zero-point types.
+///
+/// Its fields are private: the dtypes are those its functions were instantiated
+/// for by [`Entry::new`], so no safe code can label a function with dtypes whose
+/// element sizes differ from the ones it reads and writes.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
-    /// Src dtype.
-    pub src: DType,
-    /// Zero-point dtype, `None` for symmetric.
-    pub zps: Option<DType>,
-    /// Dst dtype.
-    pub dst: DType,
-    /// Scales dtype: the dst dtype, or e8m0.
-    pub scales: DType,
+    src: DType,
+    zps: Option<DType>,
+    dst: DType,
+    scales: DType,
     /// True when the vector functions apply (8/4-bit src, f32/f16/bf16 dst, no s64
     /// zero points); s32 zero points are checked per job ([`driver::zps_fit_i32`]).
     vector: bool,
@@ -97,6 +97,26 @@ impl Entry {
     /// The dtype triple, as [`Lowering::key`](crate::Lowering::key) gives it.
     pub fn key(&self) -> (DType, Option<DType>, DType) {
         (self.src, self.zps, self.dst)
+    }
+
+    /// Src dtype.
+    pub fn src(&self) -> DType {
+        self.src
+    }
+
+    /// Zero-point dtype, `None` for symmetric.
+    pub fn zps(&self) -> Option<DType> {
+        self.zps
+    }
+
+    /// Dst dtype.
+    pub fn dst(&self) -> DType {
+        self.dst
+    }
+
+    /// Scales dtype: the dst dtype, or e8m0.
+    pub fn scales(&self) -> DType {
+        self.scales
     }
 
     /// The function for `job` on `isa`: a vector one when it applies.

@@ -4,38 +4,24 @@
 use dq_runtime::Backend;
 
 use super::error::{HfError, Result};
-use super::linear::{QuantLinear, Scheme};
+use super::linear::QuantLinear;
 use super::reference;
 use crate::Options;
 use crate::formats::element::{self, Element};
 use crate::formats::race::{self, Pick};
 use dq_runtime::linear::{Groups, Linear};
 
-/// Checks that `backend` can dequantize a linear (prefix `linear`) of `scheme`.
-///
-/// Every backend runs every scheme: `Generated` and `Auto` through its plan
-/// ([`QuantLinear::plan`], the generated backend's tiled driver), `Jit` through
-/// the same plan compiled per linear shape by Cranelift ([`dq_jit::linear`]),
-/// `Reference` through [`reference`](mod@reference). `Auto` races the generated driver and the JIT
-/// on the first large calls of each kind of linear and keeps the faster
-/// ([`race`](crate::formats::race)): neither was measured faster on every scheme.
-///
-/// # Errors
-/// None today; [`HfError::BackendCannotRun`] is kept for a backend that cannot.
-pub fn check_backend(backend: Backend, scheme: Scheme, linear: &str) -> Result<()> {
-    let _ = (scheme, linear);
-    match backend {
-        Backend::Reference | Backend::Auto | Backend::Generated | Backend::Jit => Ok(()),
-    }
-}
-
 impl QuantLinear<'_> {
     /// Dequantizes the `[N, K]` weight into `out` (row-major, `N * K` elements): the
     /// f32 values of SPEC section 11, or their round-to-nearest-even for f16/bf16.
     ///
     /// `opts.threads` threads (0 is taken as 1) each write a run of whole rows; the
-    /// bits do not depend on the count. `opts.backend` must be able to run the
-    /// scheme (see [`check_backend`]).
+    /// bits do not depend on the count. Every backend runs every scheme: `Generated`
+    /// and `Auto` through its plan ([`QuantLinear::plan`], the generated backend's
+    /// tiled driver), `Jit` through the same plan compiled per linear shape by
+    /// Cranelift ([`dq_jit::linear`]), `Reference` through [`reference`](mod@reference).
+    /// `Auto` races the generated driver and the JIT on the first large calls of
+    /// each kind of linear and keeps the faster ([`race`](crate::formats::race)).
     ///
     /// ```
     /// use dq::formats::hf::Checkpoint;
@@ -53,10 +39,9 @@ impl QuantLinear<'_> {
     /// ```
     ///
     /// # Errors
-    /// [`HfError::BackendCannotRun`], or [`HfError::OutputLength`] when `out` is not
-    /// `N * K` elements; nothing is written then.
+    /// [`HfError::OutputLength`] when `out` is not `N * K` elements (nothing is
+    /// written then), or [`HfError::Jit`] when the JIT cannot compile the linear.
     pub fn dequantize<T: Element>(&self, out: &mut [T], opts: &Options) -> Result<()> {
-        check_backend(opts.backend, self.scheme(), self.name())?;
         let expected = self.n() * self.k();
         if out.len() != expected {
             return Err(HfError::OutputLength {

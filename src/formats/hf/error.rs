@@ -241,18 +241,6 @@ pub enum HfError {
         /// Its values.
         value: Vec<i64>,
     },
-    /// A backend that cannot run this packing scheme (yet).
-    #[error(
-        "backend {backend} cannot run {scheme} yet (linear {linear}); use generated, reference or auto"
-    )]
-    BackendCannotRun {
-        /// The backend asked for.
-        backend: dq_runtime::Backend,
-        /// The linear's scheme.
-        scheme: super::Scheme,
-        /// The linear's prefix.
-        linear: String,
-    },
     /// The JIT could not compile the linear's function.
     #[error("linear {linear}: {source}")]
     Jit {

@@ -32,7 +32,6 @@ pub mod reference;
 
 pub use checkpoint::{Checkpoint, TensorRef};
 pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
-pub use decode::check_backend;
 pub use error::{HfError, Result};
 pub use linear::{QuantLinear, Scheme};
 /// The safetensors element type of a [`TensorRef`].
