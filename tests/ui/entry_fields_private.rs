@@ -3,12 +3,12 @@
 use dq::dequant_kernel;
 
 #[dequant_kernel(src = [s8], zps = [none], dst = [f32])]
-fn scaled(q: int, z: int, s: float) -> float {
+fn scaled(q: int, z: int, s: float) {
     (q - z) * s
 }
 
 fn main() {
-    let mut entry = SCALED.table()[0];
+    let mut entry = scaled.table()[0];
     entry.dst = dq::DType::F16;
     let _ = entry;
 }
