@@ -1,5 +1,5 @@
 //! Binding buffers to a plan, and running a backend over a range or in parallel
-//! (SPEC sections 6 and 7).
+//! (SPEC §6 and §7).
 
 use core::marker::PhantomData;
 use core::ops::Range;
@@ -264,7 +264,7 @@ impl<'a> Job<'a> {
         unsafe { core::slice::from_raw_parts_mut(self.dst.ptr.add(bytes.start), bytes.len()) }
     }
 
-    /// Runs `kernel` for the logical elements `range` (SPEC section 7).
+    /// Runs `kernel` for the logical elements `range` (SPEC §7).
     ///
     /// # Errors
     /// [`Error::BadRange`] outside `0..=numel`, or the kernel's own refusal.

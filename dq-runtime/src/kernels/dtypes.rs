@@ -18,7 +18,7 @@ use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 pub trait IntType: 'static {
     /// The dtype (`None` for [`NoZp`]).
     const DTYPE: Option<DType>;
-    /// For a float src (SPEC 10): the value of each code; `None` for integers.
+    /// For a float src (SPEC §10): the value of each code; `None` for integers.
     const DECODE: Option<&'static [f32; 256]> = None;
     /// For a float src: true when some code is NaN (the kernels then write
     /// [`NAN_BITS`](crate::minifloat::NAN_BITS) for it).
@@ -538,7 +538,7 @@ impl FloatType for F64 {
     }
 }
 
-/// Dst `D` with e8m0 scales (SPEC 10): each scale byte decoded to its exact f32
+/// Dst `D` with e8m0 scales (SPEC §10): each scale byte decoded to its exact f32
 /// (by table one at a time, by bit manipulation in vectors); everything else
 /// is `D`'s.
 #[derive(Clone, Copy, Debug)]

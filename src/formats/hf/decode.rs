@@ -31,7 +31,7 @@ pub fn check_backend(backend: Backend, scheme: Scheme, linear: &str) -> Result<(
 
 impl QuantLinear<'_> {
     /// Dequantizes the `[N, K]` weight into `out` (row-major, `N * K` elements): the
-    /// f32 values of SPEC section 11, or their round-to-nearest-even for f16/bf16.
+    /// f32 values of SPEC §11, or their round-to-nearest-even for f16/bf16.
     ///
     /// `opts.threads` threads (0 is taken as 1) each write a run of whole rows; the
     /// bits do not depend on the count. `opts.backend` must be able to run the
