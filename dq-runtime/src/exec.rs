@@ -348,8 +348,8 @@ impl<'a> Job<'a> {
             // kernel writes its output: one call, no probe (two calls instead of
             // one cost small plans up to 40%). Not for an output whose lines come
             // from memory, which no kernel writes at that speed: on a 2-vCPU AMD
-            // EPYC (Zen 4) VM, whose pool took 43 us to wake, u4 -> f16 4096x4096
-            // (32 MiB, 1.6 ms on one thread) fell under this floor and never split.
+            // EPYC (Zen 4) VM with a slow pool wake-up, u4 -> f16 4096x4096 fell
+            // under this floor and never split (BENCHMARKS.md).
             let bytes = out_bytes as f64;
             let floor = policy::FASTEST_NS_PER_BYTE * bytes / n.max(1) as f64;
             if policy::threads_for(n, floor, wake, threads) < 2 {
