@@ -7,8 +7,8 @@
 //! first touched, as NumPy does for its large arrays. Elsewhere, or where the
 //! kernel keeps THP off, it is an ordinary zeroed `Vec`.
 //!
-//! On a 2-vCPU AMD EPYC (Zen 4) VM, `dq bench` s8 -> f32 4096x4096 (generated,
-//! one thread) went from 13.5-14.0 to 18.3-20.3 GB/s with its buffers advised.
+//! On a 2-vCPU AMD EPYC (Zen 4) VM, `dq bench` s8 -> f32 4096x4096 ran markedly
+//! faster with its buffers advised (BENCHMARKS.md).
 //!
 //! ```
 //! let mut out: Vec<f32> = dq::buffer::zeroed(1 << 20);

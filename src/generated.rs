@@ -1,11 +1,11 @@
-//! The `generated` backend: the spec's formula `(q - z) * s` (SPEC section 5),
+//! The `generated` backend: the spec's formula `(q - z) * s` (SPEC §5),
 //! declared with `#[dequant_kernel]` for every combination the three ops allow;
-//! with a float src (SPEC 10) `q` is its value and `z` is 0, so it is `q * s`.
+//! with a float src (SPEC §10) `q` is its value and `z` is 0, so it is `q * s`.
 
 use crate::dequant_kernel;
 
 #[dequant_kernel(
-    // DynamicDequantize, scales of the dst dtype or e8m0 (SPEC 10).
+    // DynamicDequantize, scales of the dst dtype or e8m0 (SPEC §10).
     src = [s8, u8, s4, u4], zps = [none, s4, u4, s8, u8, s32], dst = [f32, f16, bf16],
         scales = [dst, e8m0];
     src = [f8_e4m3, f8_e5m2, f4_e2m1], zps = [none], dst = [f32, f16, bf16],

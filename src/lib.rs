@@ -2,9 +2,10 @@
 //!
 //! dq turns s8/u8/s4/u4 (and s32) tensors with their scales and zero points back into
 //! f32/f16/bf16/f64 with the semantics of oneDNN Graph `Dequantize` /
-//! `DynamicDequantize` and nGraph `Dequantize` with `axes`, bit for bit
-//! (see `SPEC.md`). Every backend — the scalar reference, the compile-time generated
-//! kernels and the Cranelift JIT — produces the same bits.
+//! `DynamicDequantize` and nGraph `Dequantize` with `axes`, bit for bit (the
+//! contract: `docs/SPEC.md`, cited in comments as `SPEC §N`). Every backend — the
+//! scalar reference, the compile-time generated kernels and the Cranelift JIT —
+//! produces the same bits.
 //!
 //! ```
 //! use dq::{Backend, DynamicDequantize, Options, Tensor, TensorMut};

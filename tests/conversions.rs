@@ -1,4 +1,4 @@
-//! dq's f32 -> f16 / bf16 step (SPEC section 5, step 5) against an independent
+//! dq's f32 -> f16 / bf16 step (SPEC §5, step 5) against an independent
 //! oracle: round-to-nearest-even written here on the f32 bits with integer arithmetic
 //! (not `half`, which `store_f32` calls). Covered: every 16-bit result pattern with
 //! the f32 values around it and around the tie towards the next pattern, every f32

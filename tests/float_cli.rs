@@ -1,4 +1,4 @@
-//! `dq run` with SPEC 10 float sources: `--src-type f8_e4m3|f8_e5m2|f4_e2m1` and
+//! `dq run` with SPEC §10 float sources: `--src-type f8_e4m3|f8_e5m2|f4_e2m1` and
 //! `--scales-type e8m0` with a raw `.bin` of scale bytes, against the float
 //! conformance vectors; and each float-type error (exit 2, one line, nothing written).
 

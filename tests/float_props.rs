@@ -1,4 +1,4 @@
-//! SPEC 10 float sources in the differential and guard-page tests: random float
+//! SPEC §10 float sources in the differential and guard-page tests: random float
 //! src cases (f8_e4m3, f8_e5m2, f4_e2m1; dst-typed or e8m0 scales; every
 //! granularity; odd lengths and strided dst) give the reference's bits on every
 //! backend, pinned ISA and thread split; and every kernel stays inside buffers

@@ -1,4 +1,4 @@
-//! SPEC 10 float sources (f8_e4m3, f8_e5m2, f4_e2m1) and e8m0 scales: the decode
+//! SPEC §10 float sources (f8_e4m3, f8_e5m2, f4_e2m1) and e8m0 scales: the decode
 //! against ml_dtypes' table (tests/conformance_float/decode.txt, made by
 //! scripts/make_float_vectors.py); every code of each src type and every e8m0
 //! value, at every dst type and granularity, through every backend and pinned
@@ -90,7 +90,7 @@ fn decode_matches_ml_dtypes_at_every_code() {
     }
 }
 
-/// `y` rounded into `dst` as little-endian bytes (SPEC 5 step 5, via `half`).
+/// `y` rounded into `dst` as little-endian bytes (SPEC §5 step 5, via `half`).
 fn encode(dst: DType, y: f32) -> Vec<u8> {
     match dst {
         DType::F32 => y.to_le_bytes().to_vec(),
@@ -313,7 +313,7 @@ fn every_e8m0_scale_every_code_every_backend() {
             sweep(&variants, src, dst, DType::E8M0);
         }
     }
-    // e8m0 scales with integer src (SPEC 10: any src type).
+    // e8m0 scales with integer src (SPEC §10: any src type).
     for src in [DType::U4, DType::S8] {
         sweep_int_e8m0(&variants, src);
     }

@@ -422,7 +422,7 @@ fn ir_is_the_spec_formula_node_for_node() {
 fn table_has_every_combination_the_ops_allow() {
     use DType::*;
     let mut want = Vec::new();
-    // DynamicDequantize: scales of the dst dtype or e8m0 (SPEC 10).
+    // DynamicDequantize: scales of the dst dtype or e8m0 (SPEC §10).
     for s in [S8, U8, S4, U4] {
         for z in [None, Some(S4), Some(U4), Some(S8), Some(U8), Some(S32)] {
             for d in [F32, F16, BF16] {

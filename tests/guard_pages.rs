@@ -168,7 +168,7 @@ mod linux {
         for &src_t in srcs {
             for &zps_t in &zpss {
                 if src_t.is_float_src() && zps_t.is_some() {
-                    continue; // a float src takes no zero points (SPEC 10)
+                    continue; // a float src takes no zero points (SPEC §10)
                 }
                 for &dst_t in dyn_dsts {
                     for (op, ss, bcast) in &grans {
@@ -248,7 +248,7 @@ mod linux {
         for &src_t in STATIC.src.list() {
             for (per_channel, zps) in [(false, false), (true, true), (false, true)] {
                 if zps && src_t.is_float_src() {
-                    continue; // a float src takes no zero points (SPEC 10)
+                    continue; // a float src takes no zero points (SPEC §10)
                 }
                 let k = if per_channel { n } else { 1 };
                 let mut o = Dequantize::new((0..k).map(|i| 0.5 + i as f32).collect());

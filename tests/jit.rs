@@ -292,7 +292,7 @@ fn with_transposed(mut c: Case) -> Case {
     c
 }
 
-/// The dynamic op's integer src dtypes (the rule table's; the float src of SPEC 10
+/// The dynamic op's integer src dtypes (the rule table's; the float src of SPEC §10
 /// take no zero points and run through tests/float_sources.rs and float_props.rs).
 const DYN_SRC: &[DType] = &[DType::S8, DType::U8, DType::S4, DType::U4];
 const DYN_DST: &[DType] = DYNAMIC.dst.list();

@@ -1,4 +1,4 @@
-//! The scalar reference against hand-computed values (SPEC section 5). Expected values
+//! The scalar reference against hand-computed values (SPEC §5). Expected values
 //! are written as the f32 (or f64) expressions the spec prescribes, or as bit patterns
 //! worked out by hand in the comments.
 

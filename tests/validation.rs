@@ -1,4 +1,4 @@
-//! One test per validation rule (SPEC sections 4 and 6): each asserts the exact
+//! One test per validation rule (SPEC §4 and §6): each asserts the exact
 //! `dq::Error` variant with its fields, and that the dst buffer (filled with a
 //! sentinel) is untouched after the error.
 

@@ -37,7 +37,7 @@ pub enum JitError {
         dst: DType,
     },
     /// A formula that does not read a src of this kind: an integer-`q` formula
-    /// (other than the standard one) with a float src (SPEC 10), or a float-`q`
+    /// (other than the standard one) with a float src (SPEC §10), or a float-`q`
     /// formula with an integer src.
     #[error("the formula has no form for src {src} (scales {scales})")]
     FloatTypes {

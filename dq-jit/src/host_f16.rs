@@ -46,12 +46,11 @@ pub(crate) const WIDEN: i64 = 32;
 /// code guarantees `src` readable for 64 bytes, `out` writable for 128 and that
 /// the host has AVX2 and F16C.
 ///
-/// Measured on AMD EPYC Zen 4, one thread, F16 -> f32 (GB/s of input + output;
-/// `cargo run --release -p dq-jit --example block_speed -- ELEMENTS REPS`): the
-/// integer widening in four F32X4 lanes (about 15 instructions a vector) ran
-/// 18.6-20.4 in cache (2048 elements) and 19.9-20.3 on 16M elements; this call,
-/// 16 elements at a time, 31.4 and 24.4-26.0; 32 at a time, 53.4 and 28.1-30.4
-/// (the generated backend: 45 and 28-31).
+/// Measured on AMD EPYC Zen 4 (`cargo run --release -p dq-jit --example
+/// block_speed`): this call, 32 elements at a time, runs F16 -> f32 as fast as
+/// the generated backend or faster, in cache and from memory, where the integer
+/// widening in four F32X4 lanes (about 15 instructions a vector) and 16 a call
+/// were slower (BENCHMARKS.md).
 pub(crate) fn widen(b: &mut FunctionBuilder<'_>, src: Value, out: Value) {
     call(b, f32_of_32, &[src, out]);
 }

@@ -6,21 +6,17 @@
 //! elements, and a streamed output goes through a staging block and a copy. A
 //! large output's calls stream straight to dst instead.
 //!
-//! Measured on AMD EPYC Zen 5 (4096x4096, groups of 128, one thread,
-//! `dq bench --no-memcpy`, alternated builds; BENCHMARKS.md has the runs):
-//! u4 -> f16 with dst 16 bytes past a line, Cranelift's lookups 1.09-1.11 ms,
-//! a call per 32 elements 0.99-1.01 ms, a call per run 0.75-0.77 ms (the
-//! generated backend: 0.75-0.76).
+//! Measured on AMD EPYC Zen 5 (BENCHMARKS.md): a call per run brings u4 -> f16
+//! level with the generated backend, where Cranelift's own lookups and a call
+//! per 32 elements were markedly slower.
 //!
 //! A whole group's table can come as f32 values that the call rounds
 //! ([`HostTable::F16`], [`HostTable::Bf16`]): the kernel's own rounding (an
 //! F16C call through memory, or integer code for bf16) costs short groups more
-//! than their lookups. s4 -> f16 in groups of 32: 1.72-1.74 -> 1.15-1.25 ms
-//! (generated 1.14-1.17); s4 -> bf16: 1.53 -> 1.29 ms (generated 0.93-0.97).
+//! than their lookups.
 //!
-//! f32 results take `vpermps` (the 16 entries are one register): s4 -> f32,
-//! groups of 128, Cranelift's lookups 2.06-2.07 ms, these 1.56-1.67 (generated
-//! 1.54-1.66); groups of 32 2.22-2.24 -> 1.54-1.58 (generated 1.53-1.59).
+//! f32 results take `vpermps` (the 16 entries are one register), level with the
+//! generated backend on s4 -> f32 in groups of 32 and 128.
 
 use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;
@@ -106,7 +102,7 @@ macro_rules! steps {
 /// 32 two-byte lookups into `zmm17`, in the table in the low 32 bytes of
 /// `zmm16`; uses `zmm18`. `Simd::lut16_line` (dq-runtime) repeats its table
 /// instead of masking the index: here that costs an instruction a run, which
-/// groups of 32 measured (bf16 1.30 -> 1.35 ms).
+/// groups of 32 measured (BENCHMARKS.md).
 #[cfg(target_arch = "x86_64")]
 macro_rules! lookup16 {
     () => {

@@ -2,11 +2,9 @@
 //! prefetch instruction. A staged linear (AWQ) reads each input's words of a
 //! tile, 8 cache lines, from rows `N / 2` bytes apart: the hardware prefetchers
 //! keep few of those rows in flight, so the stage waits on memory. Prefetching
-//! the rows [`AHEAD`] inputs ahead, measured on AMD EPYC Zen 5 (4096x11008 g128
-//! -> bf16, one thread, `cargo run --release -p dq-jit --example linear_speed`,
-//! alternated builds): AWQ JIT 4.67-5.32 -> 4.37-4.46 ms off a line, 4.36-4.89
-//! -> 3.89-4.28 from one (16 and 64 inputs ahead ran alike; `prefetcht1` a
-//! little slower).
+//! the rows [`AHEAD`] inputs ahead made the AWQ JIT faster on AMD EPYC Zen 5,
+//! whether rows start on a line or not (16 and 64 inputs ahead ran alike;
+//! `prefetcht1` a little slower; BENCHMARKS.md).
 
 use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;

@@ -1,12 +1,10 @@
 //! Non-temporal stores of whole cache lines, called from JIT code: Cranelift has
 //! no non-temporal store. A linear's 16-bit output is written once and not read
 //! back, so streaming its lines past the caches saves reading each line before
-//! writing it. Measured on AMD EPYC Zen 4 (4096x11008 g128 -> bf16, one thread,
-//! 64-byte aligned output; `cargo run --release -p dq-jit --example
-//! linear_speed`): GPTQ 7.8-9.1 -> 5.8-6.4 ms, AWQ 12.2-13.6 -> 8.0-9.2 ms.
-//! Lines that do not start on a 64-byte boundary would each cost two partial
-//! line writes (measured: AWQ 29 ms), so the functions stream only whole,
-//! aligned lines.
+//! writing it: on AMD EPYC Zen 4 GPTQ and AWQ into a 64-byte aligned output ran
+//! markedly faster (BENCHMARKS.md). Lines that do not start on a 64-byte
+//! boundary would each cost two partial line writes (measured much slower), so
+//! the functions stream only whole, aligned lines.
 
 use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;

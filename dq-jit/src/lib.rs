@@ -68,7 +68,7 @@ pub const DEFAULT_CAPACITY: usize = 256;
 pub const STREAM_MIN_BYTES: usize = 1 << 16;
 
 /// Work (elements) above which a one-off compile is worth it next to the compiled-in
-/// generated kernels: about 16 ms of work at 10 GB/s, against a compile well under 1 ms.
+/// generated kernels: 4M elements take many times a compile (BENCHMARKS.md).
 pub const PAYS_ELEMENTS: usize = 1 << 22;
 
 /// A JIT for one formula: compiles plans on demand and caches the kernels.

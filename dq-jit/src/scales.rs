@@ -16,8 +16,7 @@ pub(crate) const SHORT_GROUP: usize = 8;
 /// [`SHORT_GROUP`] for 4-bit src, whose table segments take a few instructions
 /// per element: a scalar f16 widening (about 20 instructions) costs a group of
 /// 32 or 64 elements about a fifth of its time. Measured on AMD EPYC Zen 5
-/// (4096x4096 s4 -> f16, one thread, `dq bench --no-memcpy`): groups of 32
-/// 1.92-1.99 -> 1.62-1.74 ms, of 64 1.15-1.18 -> 0.90-0.93 ms, of 128 no change.
+/// (s4 -> f16): groups of 32 and 64 gained, groups of 128 did not (BENCHMARKS.md).
 pub(crate) const SHORT_4BIT_GROUP: usize = 64;
 
 /// True when `l`'s kernels should read f32 scales widened per call: f16 scales,

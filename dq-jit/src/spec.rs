@@ -101,7 +101,7 @@ impl Spec {
         if lowering.is_empty() {
             return Err(JitError::NoElements);
         }
-        // A float src runs the formula's float-src form (SPEC 10).
+        // A float src runs the formula's float-src form (SPEC §10).
         let src = lowering.src;
         let (formula, facts) = if formula.accepts_src(src) {
             (*formula, facts)

@@ -262,7 +262,7 @@ struct Lower<'e> {
     errors: &'e mut Errors,
 }
 
-/// The formula lowered for integer src and for float src (SPEC 10), each where
+/// The formula lowered for integer src and for float src (SPEC §10), each where
 /// the dtype sets need it.
 #[derive(Default)]
 pub struct Forms {

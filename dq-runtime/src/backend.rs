@@ -17,7 +17,7 @@ pub use race::Race;
 /// A backend choice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// The scalar reference (SPEC section 5, one element at a time).
+    /// The scalar reference (SPEC §5, one element at a time).
     Reference,
     /// Kernels generated at compile time by `#[dequant_kernel]`.
     Generated,

@@ -1,4 +1,4 @@
-//! Rounding the f32/f64 result into the dst dtype (SPEC section 5, step 5).
+//! Rounding the f32/f64 result into the dst dtype (SPEC §5, step 5).
 
 use half::{bf16, f16};
 

@@ -1,4 +1,4 @@
-//! Element types (SPEC section 1) and packed 4-bit access.
+//! Element types (SPEC §1) and packed 4-bit access.
 
 use core::fmt;
 use core::str::FromStr;
@@ -29,13 +29,13 @@ pub enum DType {
     F32,
     /// IEEE 754 binary64.
     F64,
-    /// OCP float8 e4m3fn (SPEC 10): bias 7, no infinities, NaN `0x7f`/`0xff`.
+    /// OCP float8 e4m3fn (SPEC §10): bias 7, no infinities, NaN `0x7f`/`0xff`.
     F8E4M3,
-    /// OCP float8 e5m2 (SPEC 10): bias 15, IEEE-like with infinities and NaNs.
+    /// OCP float8 e5m2 (SPEC §10): bias 15, IEEE-like with infinities and NaNs.
     F8E5M2,
-    /// OCP MX fp4 e2m1 (SPEC 10): ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, packed two per byte.
+    /// OCP MX fp4 e2m1 (SPEC §10): ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, packed two per byte.
     F4E2M1,
-    /// OCP MX scale e8m0 (SPEC 10): `2^(e - 127)`, `0xff` NaN.
+    /// OCP MX scale e8m0 (SPEC §10): `2^(e - 127)`, `0xff` NaN.
     E8M0,
 }
 
@@ -107,7 +107,7 @@ impl DType {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
 
-    /// True for the float src types of SPEC 10 (f8_e4m3, f8_e5m2, f4_e2m1).
+    /// True for the float src types of SPEC §10 (f8_e4m3, f8_e5m2, f4_e2m1).
     pub const fn is_float_src(self) -> bool {
         matches!(self, DType::F8E4M3 | DType::F8E5M2 | DType::F4E2M1)
     }

@@ -1,6 +1,6 @@
 //! The error of a dequantization call's validation and execution: every rule of
-//! SPEC sections 4 and 6 has its own variant. Block plans ([`crate::block`]) and
-//! linear plans ([`crate::linear`]) report their own errors, `BlockError` and
+//! SPEC §4 and §6 has its own variant. Block plans ([`crate::block`]) and linear
+//! plans ([`crate::linear`]) report their own errors, `BlockError` and
 //! `LinearError`.
 
 use crate::dtype::DType;
@@ -35,7 +35,7 @@ impl core::fmt::Display for Role {
 #[non_exhaustive]
 pub enum Error {
     // --- dtypes -------------------------------------------------------------
-    /// A dtype name that SPEC section 1 does not define.
+    /// A dtype name that SPEC §1 does not define.
     #[error(
         "unknown dtype `{got}` (expected one of s4, u4, s8, u8, s32, f16, bf16, f32, f64, f8_e4m3, f8_e5m2, f4_e2m1, e8m0)"
     )]
@@ -79,13 +79,13 @@ pub enum Error {
         /// The scales dtype given.
         got: DType,
     },
-    /// e8m0 scales on an op that takes them in the dst dtype only (SPEC 10).
+    /// e8m0 scales on an op that takes them in the dst dtype only (SPEC §10).
     #[error("{op}: e8m0 scales are only allowed for DynamicDequantize")]
     E8m0Scales {
         /// The operation.
         op: OpKind,
     },
-    /// Zero points with a float src (SPEC 10: float src takes none).
+    /// Zero points with a float src (SPEC §10: float src takes none).
     #[error("{op}: src dtype {src} is a float type and takes no zero points")]
     FloatSrcZps {
         /// The operation.

@@ -1,5 +1,5 @@
 //! Binding buffers to a plan, and running a backend over a range or in parallel
-//! (SPEC sections 6 and 7).
+//! (SPEC §6 and §7).
 
 use core::marker::PhantomData;
 use core::ops::Range;
@@ -264,7 +264,7 @@ impl<'a> Job<'a> {
         unsafe { core::slice::from_raw_parts_mut(self.dst.ptr.add(bytes.start), bytes.len()) }
     }
 
-    /// Runs `kernel` for the logical elements `range` (SPEC section 7).
+    /// Runs `kernel` for the logical elements `range` (SPEC §7).
     ///
     /// # Errors
     /// [`Error::BadRange`] outside `0..=numel`, or the kernel's own refusal.
@@ -348,8 +348,8 @@ impl<'a> Job<'a> {
             // kernel writes its output: one call, no probe (two calls instead of
             // one cost small plans up to 40%). Not for an output whose lines come
             // from memory, which no kernel writes at that speed: on a 2-vCPU AMD
-            // EPYC (Zen 4) VM, whose pool took 43 us to wake, u4 -> f16 4096x4096
-            // (32 MiB, 1.6 ms on one thread) fell under this floor and never split.
+            // EPYC (Zen 4) VM with a slow pool wake-up, u4 -> f16 4096x4096 fell
+            // under this floor and never split (BENCHMARKS.md).
             let bytes = out_bytes as f64;
             let floor = policy::FASTEST_NS_PER_BYTE * bytes / n.max(1) as f64;
             if policy::threads_for(n, floor, wake, threads) < 2 {

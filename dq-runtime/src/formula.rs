@@ -4,7 +4,7 @@
 //! Typing (fixed, and the one `#[dequant_kernel]` documents):
 //! - `q` (src value) and `z` (zero point, 0 when absent) are integers; `q - z` and
 //!   `z - q` are exact integer differences ([`Node::IntSub`]). With a float src
-//!   (SPEC 10: f8_e4m3, f8_e5m2, f4_e2m1) `q` is instead its exact value as a
+//!   (SPEC §10: f8_e4m3, f8_e5m2, f4_e2m1) `q` is instead its exact value as a
 //!   float, and `z` is 0 (float src takes no zero points): a formula reads `q` as
 //!   one kind or the other ([`FormulaIr::q_kind`]).
 //! - An integer meeting a float operation is first rounded to the working float type,
@@ -54,7 +54,7 @@ pub struct FormulaIr {
     pub nodes: &'static [Node],
 }
 
-/// The spec's formula, `(q - z) * s` (SPEC section 5).
+/// The spec's formula, `(q - z) * s` (SPEC §5).
 pub const STANDARD: FormulaIr = FormulaIr {
     name: "dequantize",
     nodes: &[
@@ -67,7 +67,7 @@ pub const STANDARD: FormulaIr = FormulaIr {
     ],
 };
 
-/// The spec's formula for a float src, `q * s` (SPEC 10): what `(q - z) * s`
+/// The spec's formula for a float src, `q * s` (SPEC §10): what `(q - z) * s`
 /// is when `q` is a float and `z` is 0 (`x - 0` is `x` for every decoded value).
 pub const STANDARD_FLOAT: FormulaIr = FormulaIr {
     name: "dequantize",

@@ -43,7 +43,7 @@ pub struct Lowering {
     pub zps: Option<DType>,
     /// Dst dtype.
     pub dst: DType,
-    /// Scales dtype: the dst dtype, or e8m0 (SPEC 10).
+    /// Scales dtype: the dst dtype, or e8m0 (SPEC §10).
     pub scales: DType,
     /// One zero point for every element.
     pub zps_broadcast: bool,

@@ -1,13 +1,13 @@
-//! Exact decoding of the SPEC 10 minifloats (f8_e4m3, f8_e5m2, f4_e2m1) and of
+//! Exact decoding of the SPEC §10 minifloats (f8_e4m3, f8_e5m2, f4_e2m1) and of
 //! e8m0 scales into f32, by bit manipulation, and the 256-entry tables built from
 //! it that the vector kernels look codes up in.
 //!
 //! Every value of the three src types and of e8m0 is an f32 exactly (e8m0 `0` is
 //! `2^-127`, an f32 subnormal). Every NaN code decodes to [`NAN_BITS`], the
 //! positive default quiet NaN, whatever its sign, and every backend gives that
-//! NaN as the result of a NaN src whatever the scale (SPEC 10 asks only for a
-//! NaN): the NaN a product of two NaNs keeps depends on the operand order the
-//! compiler picks, so the backends select it rather than leave it to the multiply.
+//! NaN as the result of a NaN src whatever the scale (SPEC §10): the NaN a
+//! product of two NaNs keeps depends on the operand order the compiler picks, so
+//! the backends select it rather than leave it to the multiply.
 
 /// The f32 bits every NaN code decodes to.
 pub const NAN_BITS: u32 = 0x7fc0_0000;

@@ -1,4 +1,4 @@
-//! Op descriptors for the three operations of SPEC section 4.
+//! Op descriptors for the three operations of SPEC §4.
 
 use core::fmt;
 use core::str::FromStr;
@@ -70,7 +70,7 @@ impl FromStr for Qtype {
     }
 }
 
-/// Static `Dequantize` (SPEC 4.1): s8/u8 to f32, scales and zero points as attributes.
+/// Static `Dequantize` (SPEC §4.1): s8/u8 to f32, scales and zero points as attributes.
 ///
 /// ```
 /// use dq_runtime::{Dequantize, Qtype};
@@ -129,7 +129,7 @@ impl Dequantize {
     }
 }
 
-/// `DynamicDequantize` (SPEC 4.2): scales and optional zero points are input tensors.
+/// `DynamicDequantize` (SPEC §4.2): scales and optional zero points are input tensors.
 ///
 /// ```
 /// use dq_runtime::{DynamicDequantize, Qtype};
@@ -193,7 +193,7 @@ impl DynamicDequantize {
     }
 }
 
-/// nGraph `Dequantize` with an `axes` set (SPEC 4.3).
+/// nGraph `Dequantize` with an `axes` set (SPEC §4.3).
 ///
 /// ```
 /// use dq_runtime::AxesDequantize;

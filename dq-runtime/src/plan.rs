@@ -1,4 +1,4 @@
-//! Validation: an op and tensor descriptors become a [`Plan`] (SPEC sections 3, 4 and 6).
+//! Validation: an op and tensor descriptors become a [`Plan`] (SPEC §3, §4 and §6).
 //!
 //! The plan holds the canonical group map (`g[d]` per src dimension) and, computed
 //! once, the [`Lowering`] every backend specialises to (dtypes, the collapsed loop
@@ -44,7 +44,7 @@ impl Plan {
     /// pass `None` for both.
     ///
     /// # Errors
-    /// The [`Error`] variant of the first rule violated (SPEC sections 4 and 6).
+    /// The [`Error`] variant of the first rule violated (SPEC §4 and §6).
     ///
     /// # Examples
     /// ```
@@ -334,7 +334,7 @@ impl Plan {
     pub fn zps_broadcast(&self) -> bool {
         self.lowering.zps_broadcast
     }
-    /// The group size `g[d]` of every src dimension (SPEC section 3).
+    /// The group size `g[d]` of every src dimension (SPEC §3).
     pub fn groups(&self) -> &[usize] {
         &self.groups
     }

@@ -41,8 +41,7 @@ impl StoreStrategy {
 
     /// The strategy the calibration keeps on a tie: prefetching. On a 2-vCPU
     /// Sapphire Rapids VM one thread's non-temporal stores reach less bandwidth
-    /// than ordinary stores with their line reads: 16M s8 -> f32 per channel took
-    /// 15.5 ms streamed, 11.4 ms with ordinary stores and 9.2 ms with prefetching
+    /// than ordinary stores with their line reads, and prefetching beats both
     /// (BENCHMARKS.md); on AMD EPYC (Zen) non-temporal stores win.
     pub const DEFAULT: StoreStrategy = StoreStrategy::Prefetch;
 

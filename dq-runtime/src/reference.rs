@@ -1,4 +1,4 @@
-//! The scalar reference backend: SPEC section 5, one element at a time, straight from
+//! The scalar reference backend: SPEC §5, one element at a time, straight from
 //! the group map (it does not use the collapsed loop nest, so it checks it).
 
 use core::ops::Range;
@@ -78,7 +78,7 @@ impl Kernel for Reference {
             } else {
                 let s = load_f32(scales_t, job.scales(), si);
                 let y = if src_t.is_float_src() {
-                    // SPEC 10: the exact value of the src element, times s; a NaN
+                    // SPEC §10: the exact value of the src element, times s; a NaN
                     // src gives its own NaN (see `minifloat`).
                     let x = load_code_f32(src_t, job.src(), so);
                     if x.is_nan() {

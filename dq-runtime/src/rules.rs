@@ -1,4 +1,4 @@
-//! The op/dtype rules of SPEC section 4 as data: per op, the dtypes its src, dst,
+//! The op/dtype rules of SPEC §4 as data: per op, the dtypes its src, dst,
 //! scales and zero points may have.
 //!
 //! Validation ([`Plan::new`](crate::Plan::new)), the CLI, `#[dequant_kernel]` and
@@ -105,7 +105,7 @@ pub enum Zps {
 }
 
 /// The dtype rules of one op. Scales have the dst dtype, or e8m0 where the op
-/// allows it (SPEC 10); a float src takes no zero points.
+/// allows it (SPEC §10); a float src takes no zero points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// The op.
@@ -120,7 +120,7 @@ pub struct Rule {
     pub e8m0_scales: bool,
 }
 
-/// Static `Dequantize` (SPEC 4.1): scales and zero points are attributes.
+/// Static `Dequantize` (SPEC §4.1): scales and zero points are attributes.
 pub const STATIC: Rule = Rule {
     op: OpKind::Dequantize,
     src: dtypes!(S8, U8, F8E4M3, F8E5M2),
@@ -129,7 +129,7 @@ pub const STATIC: Rule = Rule {
     e8m0_scales: false,
 };
 
-/// `DynamicDequantize` (SPEC 4.2).
+/// `DynamicDequantize` (SPEC §4.2).
 pub const DYNAMIC: Rule = Rule {
     op: OpKind::Dynamic,
     src: dtypes!(S8, U8, S4, U4, F8E4M3, F8E5M2, F4E2M1),
@@ -138,7 +138,7 @@ pub const DYNAMIC: Rule = Rule {
     e8m0_scales: true,
 };
 
-/// nGraph `Dequantize` with `axes` (SPEC 4.3).
+/// nGraph `Dequantize` with `axes` (SPEC §4.3).
 pub const AXES: Rule = Rule {
     op: OpKind::Axes,
     src: dtypes!(S8, U8, S32),

@@ -1,4 +1,4 @@
-//! Tensor descriptors and views over caller buffers (SPEC section 2).
+//! Tensor descriptors and views over caller buffers (SPEC §2).
 
 use half::{bf16, f16};
 
@@ -8,7 +8,7 @@ use crate::error::{Error, Result, Role};
 /// Dtype, shape and layout of a tensor, without its data.
 ///
 /// Strides are in elements; `None` means dense row-major. For 4-bit tensors a stride
-/// counts nibbles, and the element at physical offset `o` is nibble `o` (SPEC section 1).
+/// counts nibbles, and the element at physical offset `o` is nibble `o` (SPEC §1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorDesc {
     /// Element type.

@@ -383,9 +383,9 @@ fn parallel_copy(pool: Option<&rayon::ThreadPool>, src: &[u8], dst: &mut [u8]) {
 }
 
 /// The smallest copy the memcpy yardstick splits over threads. On a 2-vCPU AMD
-/// EPYC (Zen 4) VM a 256 KiB copy took 13-19 us on two threads against 4.6 us on
-/// one, and the pool's threads, spinning after each split, slowed the kernels'
-/// calls timed next to it.
+/// EPYC (Zen 4) VM a 256 KiB copy took several times longer on two threads than
+/// on one, and the pool's threads, spinning after each split, slowed the kernels'
+/// calls timed next to it (BENCHMARKS.md).
 const SPLIT_COPY: usize = 4 << 20;
 
 /// A pool of `threads` threads for the memcpy yardstick; `None` for one thread.

@@ -5,16 +5,13 @@
 //! element is kept (noise only adds time). The generated backend stays unless the
 //! JIT beats it by more than [`MARGIN_PERCENT`].
 //!
-//! Why neither is right for every kind and host, measured on AMD EPYC (Zen 4), one
-//! thread:
-//! - linears, 4096x11008 g128 -> bf16: before the generated driver's AVX-512 VBMI
-//!   fast path the JIT ran GPTQ and AWQ 1.3-1.6x faster than it (and
-//!   compressed-tensors 1.4x slower); with it the generated driver runs GPTQ 1.5x
-//!   faster than the JIT and AWQ 1.2-1.5x faster (its blocks of 128 inputs and
-//!   line-aligned tiles; loaded host, noisy), and CPUs without VBMI still get the
-//!   JIT where it wins;
-//! - GGUF blocks, 4096x4096 -> f32: the JIT was faster on Q4_0, Q3_K and MXFP4,
-//!   slower on Q5_K and Q2_K (`benches/gguf.rs`).
+//! Why neither is right for every kind and host (BENCHMARKS.md):
+//! - linears: the generated driver has an AVX-512 VBMI fast path for 4-bit GPTQ
+//!   and AWQ into 16-bit outputs, which CPUs without VBMI lack; the JIT streams
+//!   whole lines where output rows start on one. Which is faster depends on the
+//!   CPU, the scheme and the output's alignment, and is often within the margin;
+//! - GGUF blocks: the JIT is faster on some types, the generated driver on others
+//!   (`benches/gguf.rs`).
 
 use dq_runtime::races::{self, Races, Rules, Stat};
 

@@ -1,4 +1,4 @@
-//! Random valid cases: every op kind, the dtype combinations of SPEC section 4, rank
+//! Random valid cases: every op kind, the dtype combinations of SPEC §4, rank
 //! 0-6 shapes with zero-sized dims, every granularity, strided views, and data bytes
 //! that hit NaN/inf/subnormal scales and extreme zero points; running a case split
 //! over threads.
@@ -208,7 +208,7 @@ impl Shape {
                     _ => (Dequantize::new(vec![]), 1),
                 };
                 o.scales = (0..n).map(|_| f32_value(&mut rng, self.mode)).collect();
-                // A float src (SPEC 10) takes no zero points.
+                // A float src (SPEC §10) takes no zero points.
                 if !self.zps_pick.is_multiple_of(3) && !src_t.is_float_src() {
                     o.zps = Some((0..n).map(|_| static_zp(&mut rng)).collect());
                 }

@@ -158,7 +158,7 @@ impl Vector {
 }
 
 /// Asserts two dst buffers are equal bit for bit. On x86-64 that includes NaN sign
-/// and payload: the contract fixes them there (SPEC section 5: `inf * 0` is the
+/// and payload: the contract fixes them there (SPEC §5: `inf * 0` is the
 /// negative default NaN, kept through the conversion). The vectors are cross-platform
 /// by nature (one shared set for every machine, made on x86-64), and elsewhere a NaN's
 /// sign and payload are the platform multiply's (aarch64's default NaN is positive),
@@ -177,7 +177,7 @@ pub fn assert_same_bits(dtype: DType, got: &[u8], want: &[u8], what: &str) {
 
 /// Like [`assert_same_bits`], for vectors another implementation made (ONNX Runtime,
 /// ml_dtypes: `tests/conformance_float`): there a NaN's sign and payload are that
-/// implementation's (ORT keeps a NaN code's sign; SPEC 10 gives every NaN src the
+/// implementation's (ORT keeps a NaN code's sign; SPEC §10 gives every NaN src the
 /// default NaN `0x7fc00000`), so NaN compares as NaN; every other element bit for bit.
 /// dq's own NaN bits are pinned by `tests/float_sources.rs` against the reference.
 pub fn assert_same_values(dtype: DType, got: &[u8], want: &[u8], what: &str) {

@@ -71,9 +71,9 @@ use crate::error::JitError;
 use crate::host_prefetch;
 
 /// Inputs per call (a chunk of a tile's rows). The tile sizes were chosen by
-/// `benches/checkpoints.rs` on AMD EPYC Zen 4 (4096x11008 g128 -> bf16, 1 thread):
-/// 64 rows / 16 words by 2048 inputs ran GPTQ 11.8-12.1 ms and AWQ 12.8-13.6 ms,
-/// against 13.7-14.1 and 14.3-15.1 with the generated driver's 32 / 8 by 1024.
+/// `benches/checkpoints.rs` on AMD EPYC Zen 4: 64 rows / 16 words by 2048 inputs
+/// ran GPTQ and AWQ faster than the generated driver's 32 / 8 by 1024
+/// (BENCHMARKS.md).
 pub const CHUNK: usize = 2048;
 /// Rows per tile, words packed along K.
 pub const TILE_ROWS: usize = 64;
@@ -83,17 +83,14 @@ pub const TILE_WORDS: usize = 16;
 /// of one input are 8 cache lines.
 pub const STAGE_WORDS: usize = 128;
 /// Inputs per call where word columns are staged. By `examples/linear_speed.rs`
-/// (AWQ 4096x11008 g128 -> bf16, one thread, alternated builds): on AMD EPYC
-/// Zen 5, 128 words by 1024 inputs ran 4.4-4.6 ms from a line and 4.7-5.1 off
-/// one, against 4.5-4.7 and 4.9-5.5 for 128 by 512, 5.3-6.0 and 5.5-6.1 for the
-/// earlier 64 by 512, and 5.5-6.0 off a line for 64 by 1024 (a call off a line
-/// computes one group's tables more than its inputs need, so longer calls pay
-/// that less often).
+/// (AWQ) on AMD EPYC Zen 5, 128 words by 1024 inputs was the fastest stage tried,
+/// on a line and off one (a call off a line computes one group's tables more than
+/// its inputs need, so longer calls pay that less often; BENCHMARKS.md).
 pub const STAGE_INPUTS: usize = 1024;
 /// Words from one staged column to the next: [`STAGE_INPUTS`] and a line. With
 /// no pad the columns' words of one input lie a multiple of 4 KiB apart, in the
-/// same few L1 sets, and staging ran 5.4 ms of AWQ's 8.6 on Zen 5 (64 by 512);
-/// with it, 1.9.
+/// same few L1 sets, and staging took most of AWQ's time on Zen 5; with it, a
+/// fraction (BENCHMARKS.md).
 pub const STAGE_STRIDE: usize = STAGE_INPUTS + 16;
 // A stage's prefetch takes a tile's words of an input: its 8 lines.
 const _: () = assert!(STAGE_WORDS * 4 == host_prefetch::ROW_BYTES);
@@ -454,8 +451,7 @@ impl LinearJit {
         // Whole lines streamed (quads, staged columns) where every row starts at
         // the same 16-byte offset into a line: its start, or elsewhere where
         // groups are whole lines. (Writing the lines across groups' runs with
-        // plain stores instead was slower than not streaming: GPTQ 10.9-11.1 ms
-        // against 8.1-8.3.)
+        // plain stores instead was slower than not streaming; BENCHMARKS.md.)
         let mut shape = Shape::of(l, T::OUT);
         let row_bytes = k * size_of::<T>();
         let at = out.as_ptr() as usize % 64;

@@ -23,7 +23,7 @@ pub(super) enum Ints {
         fz: Value,
         k: Option<Value>,
     },
-    /// A float src's decoded values (F32X4; SPEC 10): `q` is a float operand.
+    /// A float src's decoded values (F32X4; SPEC §10): `q` is a float operand.
     Float(Value),
 }
 
@@ -107,7 +107,7 @@ impl<'a, 'f> Translator<'a, 'f> {
                 Val::I(_) => unreachable!("analysed: float operand"),
             };
             let x = match *node {
-                // A float src's value, decoded (SPEC 10).
+                // A float src's value, decoded (SPEC §10).
                 Node::Q if self.spec.src.is_float_src() => match ints {
                     Ints::Plain { q, .. } | Ints::Float(q) => Val::F(q),
                     Ints::Biased { .. } => unreachable!("float src is never biased"),

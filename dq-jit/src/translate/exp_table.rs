@@ -15,8 +15,8 @@
 //! codes give [`NAN_BITS`]' top half.
 //!
 //! An earlier step (one 8-entry mantissa table plus the exponent, in 16-bit
-//! lanes) took about 33 instructions per 16 elements against 22 here: in cache on
-//! AMD EPYC (Zen 4) it ran at 16 GB/s.
+//! lanes) took about 33 instructions per 16 elements against 22 here, and ran
+//! slower in cache (BENCHMARKS.md).
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value, types};
@@ -108,8 +108,8 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// 32 elements: the codes at src byte address `sp`, their bf16 results to
-    /// dst byte address `dp` (two steps of 16 a loop iteration: on AMD Zen 4 in
-    /// cache 18.6 -> 27.7 GB/s over one: no spills at the loop edge).
+    /// dst byte address `dp` (two steps of 16 a loop iteration: faster in cache
+    /// than one, with no spills at the loop edge; BENCHMARKS.md).
     pub(super) fn emit_exp_steps(&mut self, t: ExpTables, sp: Value, dp: Value) {
         for k in 0..2 {
             self.emit_exp_step(t, sp, dp, k);

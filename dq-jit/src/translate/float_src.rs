@@ -1,4 +1,4 @@
-//! Float src (SPEC 10) on the vector path: 16 codes to four F32X4 of their exact
+//! Float src (SPEC §10) on the vector path: 16 codes to four F32X4 of their exact
 //! values by bit manipulation, and the lanes whose code is a NaN.
 //!
 //! A code's exponent and mantissa bits move to an f32's, its exponent rebiased
@@ -153,7 +153,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// Result `y` (F32X4) with the lanes of `nan` (I32X4 mask, if any) set to
-    /// [`NAN_BITS`]: a NaN src gives its own NaN (SPEC 10, as the scalar code).
+    /// [`NAN_BITS`]: a NaN src gives its own NaN (SPEC §10, as the scalar code).
     /// Selected as I32X4, where the backend sees the mask is a compare's (one
     /// blend).
     pub(super) fn float_src_nan(&mut self, nan: Option<Value>, y: Value) -> Value {

@@ -8,8 +8,8 @@
 //! run's group parameters constant, into the output.
 //!
 //! An earlier form assembled a whole block's integers into an array before the
-//! formula: on AMD EPYC (Zen 4) it was 3-20x slower than the one-pass forms for
-//! every declared type on both AVX2 and AVX-512 code, and was removed.
+//! formula: on AMD EPYC (Zen 4) it was several times slower than the one-pass
+//! forms for every declared type on both AVX2 and AVX-512 code, and was removed.
 
 use super::decl::{BlockDecl, BlockNode, MAX_GROUPS, MAX_NODES, MAX_PARAMS};
 use super::params;
@@ -117,8 +117,8 @@ fn fused_run<D: Block>(
     let mut wide = [0u32; MAX_FIELDS];
     // With `copy`, a field's bytes for the run copied whole when they are
     // contiguous: one vector load, not bytes picked one by one. In cache on AMD
-    // Zen 4 (AVX-512, opaque runs) Q4_0 went from 26 to 41 GB/s; with open runs
-    // it cost Q6_K 3x, so those read the block directly.
+    // Zen 4 (AVX-512, opaque runs) this sped Q4_0 up; with open runs it slowed
+    // Q6_K down, so those read the block directly (BENCHMARKS.md).
     let mut run = [[0u8; MAX_RUN]; MAX_FIELDS];
     for (k, f) in d.fields.iter().enumerate() {
         if f.wide(d.digits) {

@@ -1,5 +1,5 @@
 //! The GGUF block types as declarations, in gguf-py 0.19.0's operation order
-//! (SPEC 11). Each doc quotes the NumPy line the formula follows.
+//! (SPEC §11). Each doc quotes the NumPy line the formula follows.
 
 use super::BlockKernel;
 use super::decl::{BlockDecl, BlockFormula, BlockNode as N, Field, ParamNode as P};

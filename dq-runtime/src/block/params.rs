@@ -57,8 +57,8 @@ fn k3_scale(s: &[u8; 12], k: usize) -> u8 {
 /// Q3_K's 16 packed 6-bit scales for each node that reads them, unpacked before
 /// the group loop: a loop of constant trip count that LLVM unrolls into constant
 /// shifts (inside the group loop they were variable shifts, scalar: in cache on AMD
-/// Zen 4 this took Q3_K from 19-21 to 25-28 GB/s). Q4_K's 8 scales and mins
-/// measured no faster this way and stay in the group loop.
+/// Zen 4 this sped Q3_K up; BENCHMARKS.md). Q4_K's 8 scales and mins measured no
+/// faster this way and stay in the group loop.
 #[inline(always)]
 fn k3_scales(d: &BlockDecl, block: &[u8]) -> [[i32; MAX_GROUPS]; MAX_NODES] {
     let mut packed = [[0i32; MAX_GROUPS]; MAX_NODES];

@@ -3,9 +3,10 @@
 //! The forms of a declared type ([`form`]) give the same bits, but which one LLVM
 //! compiles best depends on the declaration, the ISA and the CPU. Measured in
 //! cache, one thread, on AMD EPYC (Zen 4, AVX-512): opaque runs kept Q4_0, Q5_0 and
-//! Q2_K 3-6x faster than open ones, open runs Q4_1, Q5_1 and MXFP4 1.2-1.5x faster
-//! than opaque ones. Each also comes with non-temporal stores for outputs larger
-//! than half the last-level cache, which pay only where writes are the limit. So
+//! Q2_K much faster than open ones, open runs Q4_1, Q5_1 and MXFP4 faster than
+//! opaque ones (BENCHMARKS.md). Each also comes with non-temporal stores for
+//! outputs larger than half the last-level cache, which pay only where writes are
+//! the limit. So
 //! the first large calls of each (type, ISA) take the forms in turn, [`ROUNDS`]
 //! timed calls each, and the fastest by median is kept.
 
@@ -19,7 +20,7 @@ pub const MIN_ELEMENTS: usize = 1 << 16;
 
 /// The form untimed calls run before the race of their (type, ISA) is over, and
 /// the one another form must beat by [`MARGIN_PERCENT`]: opaque runs (never
-/// gathers; at worst 0.7x the open runs in the measurements above).
+/// gathers; at worst somewhat slower than the open runs in the measurements above).
 pub const UNRACED_FORM: usize = form::OPAQUE;
 
 /// Timed calls per form before the choice is made.

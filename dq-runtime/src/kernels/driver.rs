@@ -764,10 +764,9 @@ fn split_seg<S: IntType>(
 
 /// Fewest vectors a segment must span for [`split_seg`] to spend one more on
 /// aligning the rest: on AMD EPYC Zen 4, segments of 2 vectors (s8 -> f32 groups
-/// of 32) took 4.4-4.6 ms unaligned and 5.1-5.7 ms aligned; of 8 (groups of 128)
-/// and of 256 (rows of 4096) aligning won (3.29 -> 3.09 and 4.73 -> 2.83 ms).
-/// Groups whole lines long now start on lines of the tile anyway ([`row`]'s
-/// skew); this serves the others: rows of 4097 f32, 2.94 -> 2.78 ms.
+/// of 32) ran slower aligned; of 8 (groups of 128) and of 256 (rows of 4096)
+/// aligning won (BENCHMARKS.md). Groups whole lines long now start on lines of
+/// the tile anyway ([`row`]'s skew); this serves the others (rows of 4097 f32).
 const ALIGN_MIN_STEPS: usize = 8;
 
 /// Elements from `dof` of `out` to its next 64-byte line (0 when on one, or when

@@ -26,7 +26,7 @@ mod sealed {
 pub trait IntType: sealed::Sealed + 'static {
     /// The dtype (`None` for [`NoZp`]).
     const DTYPE: Option<DType>;
-    /// For a float src (SPEC 10): the value of each code; `None` for integers.
+    /// For a float src (SPEC §10): the value of each code; `None` for integers.
     const DECODE: Option<&'static [f32; 256]> = None;
     /// For a float src: true when some code is NaN (the kernels then write
     /// [`NAN_BITS`](crate::minifloat::NAN_BITS) for it).
@@ -554,7 +554,7 @@ impl FloatType for F64 {
     }
 }
 
-/// Dst `D` with e8m0 scales (SPEC 10): each scale byte decoded to its exact f32
+/// Dst `D` with e8m0 scales (SPEC §10): each scale byte decoded to its exact f32
 /// (by table one at a time, by bit manipulation in vectors); everything else
 /// is `D`'s.
 #[derive(Clone, Copy, Debug)]

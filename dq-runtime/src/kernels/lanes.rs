@@ -51,7 +51,7 @@ pub trait Formula: 'static {
     /// form; [`Entry::new`](super::Entry::new) refuses a float src otherwise (at
     /// compile time).
     const FLOAT_SRC: bool = false;
-    /// The result for a float src value `x` and scale `s` (SPEC 10), where
+    /// The result for a float src value `x` and scale `s` (SPEC §10), where
     /// [`FLOAT_SRC`](Self::FLOAT_SRC).
     fn eval_float<L: Lanes>(l: L, x: L::Float, s: L::Float) -> L::Float {
         let _ = (l, x, s);

@@ -156,7 +156,7 @@ impl GeneratedKernel {
         }
     }
 
-    /// This kernel with `ir`, the formula's float-src form (SPEC 10), for a kernel
+    /// This kernel with `ir`, the formula's float-src form (SPEC §10), for a kernel
     /// generated for both integer and float src.
     pub const fn with_float_ir(self, ir: &'static FormulaIr) -> Self {
         GeneratedKernel {

@@ -18,10 +18,9 @@
 //! With AVX-512 VBMI, 4-bit GPTQ and AWQ linears into f16/bf16 (groups of a
 //! multiple of 32 inputs) take the fast path of [`wide`](super::wide) for their
 //! whole tiles: transposed in registers, looked up with `vpermw`, written with
-//! non-temporal stores. On AMD EPYC Zen 4 (4096x11008 g128 -> bf16, one thread)
-//! it runs at 0.5-0.6x memcpy: the output's writes alone take 0.4 of its time, and
-//! its memory traffic with no arithmetic (the same reads and non-temporal writes)
-//! 0.6.
+//! non-temporal stores. On AMD EPYC Zen 4 the output's writes alone take nearly
+//! half its time, and its memory traffic with no arithmetic (the same reads and
+//! non-temporal writes) more than half (BENCHMARKS.md).
 
 use std::ops::Range;
 

@@ -3,7 +3,7 @@
 //! affine views of those bytes ([`Linear`]), and the generated backend's tiled
 //! driver that runs them.
 //!
-//! Element `(n, k)` of the weight is `f32(q - z) * s` (SPEC sections 5 and 11) with
+//! Element `(n, k)` of the weight is `f32(q - z) * s` (SPEC §5 and §11) with
 //! `q` the field of [`Linear::weights`] at `(n, k)`, and `z`, `s` the fields of the
 //! zero points and scales at `(n, g)`, `g` the group of input `k` ([`Groups`]).
 //! Formats differ only in the views: which word and which field of the word hold

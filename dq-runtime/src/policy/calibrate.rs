@@ -6,7 +6,7 @@
 //! block; prefetch [`PREFETCH_AHEAD`] bytes ahead; non-temporal stores), in
 //! interleaved rounds; the median time of each counts. A window is rewritten only
 //! after more than the cache's size of other writes, so every timed line comes from
-//! memory, as a large output's do. About 20 ms once, on the first large output.
+//! memory, as a large output's do. Once per process, on the first large output.
 
 use std::time::Instant;
 

@@ -1,9 +1,9 @@
 //! The store strategy per plan and backend, chosen by timing the plan's own calls.
 //!
 //! The process-wide calibration times plain copies; a kernel's best strategy also
-//! depends on its own work. Measured on AMD EPYC (Zen 3), 4096x4096, one thread:
-//! s8 -> f32 ran 3.9 ms with non-temporal stores and 4.9 ms with prefetching,
-//! u4 -> f16 (group 1x128) the other way round, 3.2-3.4 ms against 2.4 ms. So
+//! depends on its own work. Measured on AMD EPYC (Zen 3): s8 -> f32 ran faster
+//! with non-temporal stores than with prefetching, u4 -> f16 (group 1x128) the
+//! other way round (BENCHMARKS.md). So
 //! while no override is in force (`DQ_STORE`, [`set_large_store`]), the first
 //! large calls of each (plan, backend) take every strategy in turn, [`ROUNDS`]
 //! timed calls each, and the fastest is kept for that key.

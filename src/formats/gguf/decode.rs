@@ -62,7 +62,7 @@ enum Decoder {
 
 impl<B: AsRef<[u8]>> Gguf<B> {
     /// Dequantizes tensor `t` into `out` (its element count, row-major): the f32
-    /// values of SPEC section 11, or their round-to-nearest-even for f16/bf16.
+    /// values of SPEC §11, or their round-to-nearest-even for f16/bf16.
     ///
     /// `opts.threads` threads (0 is taken as 1) each decode a run of whole blocks;
     /// the bits do not depend on the count. `opts.backend` must be able to run the

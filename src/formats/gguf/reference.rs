@@ -1,6 +1,6 @@
 //! Reference decoders: each supported GGUF block type into f32, scalar, in the
 //! operation order of gguf-py 0.19.0's `dequantize_blocks` (`gguf/quants.py`), which
-//! SPEC section 11 makes the contract.
+//! SPEC §11 makes the contract.
 //!
 //! Each decoder's doc quotes its NumPy lines. Arithmetic is f32, one operation at a
 //! time, as NumPy evaluates each ufunc (Rust does not contract `a * b + c` into an

@@ -13,7 +13,7 @@ use dq_runtime::linear::{Groups, Linear};
 
 impl QuantLinear<'_> {
     /// Dequantizes the `[N, K]` weight into `out` (row-major, `N * K` elements): the
-    /// f32 values of SPEC section 11, or their round-to-nearest-even for f16/bf16.
+    /// f32 values of SPEC §11, or their round-to-nearest-even for f16/bf16.
     ///
     /// `opts.threads` threads (0 is taken as 1) each write a run of whole rows; the
     /// bits do not depend on the count. Every backend runs every scheme: `Generated`

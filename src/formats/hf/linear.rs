@@ -1,4 +1,4 @@
-//! Quantized linears: a prefix's packed tensors, checked against the format (SPEC 11).
+//! Quantized linears: a prefix's packed tensors, checked against the format (SPEC §11).
 
 use std::fmt;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! `model.safetensors` or the shards of `model.safetensors.index.json`) or a single
 //! `.safetensors` file whose `__metadata__` names the format. The files are memory-mapped
 //! and never copied; every header, offset and shape is checked at open, so the
-//! [`QuantLinear`] views it hands out fit their format (SPEC section 11). [`reference`](mod@reference)
+//! [`QuantLinear`] views it hands out fit their format (SPEC §11). [`reference`](mod@reference)
 //! turns a linear into its `[N, K]` weight, element by element.
 //!
 //! ```

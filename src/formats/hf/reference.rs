@@ -1,6 +1,6 @@
 //! Scalar reference dequantizers: a linear's packed tensors to its `[N, K]` weight.
 //!
-//! SPEC section 11 arithmetic, element by element: `y = f32(q - z) * s` (one f32
+//! SPEC §11 arithmetic, element by element: `y = f32(q - z) * s` (one f32
 //! multiply, no FMA), then one rounding to the output dtype. These are what the
 //! generated and JIT lowerings are tested against; they favour plainness over speed.
 
@@ -112,7 +112,7 @@ fn compressed_tensors(l: &QuantLinear<'_>, bits: u32, rows: Range<usize>, out: &
 }
 
 /// Rows `rows` of the `[N, K]` weight from `value(n, k, group_of(k))` into `out`, NaNs
-/// quieted (SPEC section 5).
+/// quieted (SPEC §5).
 fn fill(
     l: &QuantLinear<'_>,
     rows: Range<usize>,

@@ -1,4 +1,4 @@
-//! Float src (SPEC 10) on the vector and table paths: every code decoded in vector
+//! Float src (SPEC §10) on the vector and table paths: every code decoded in vector
 //! lanes against `dq_runtime::minifloat`, and every granularity, dst and scale
 //! dtype (the dst's or e8m0) against the reference.
 

@@ -8,7 +8,7 @@
 //! and single elements. The whole dst buffer is compared, so a write outside the
 //! range fails too. `dynamic` holds the dynamic op's table, `axes_static` the
 //! other two ops', `formulas` the custom formulas', `float_src` the float src
-//! types' (SPEC 10).
+//! types' (SPEC §10).
 
 use core::ops::Range;
 

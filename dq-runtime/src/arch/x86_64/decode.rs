@@ -1,4 +1,4 @@
-//! Float src decoding by bit manipulation (SPEC 10), shared by both widths: the
+//! Float src decoding by bit manipulation (SPEC §10), shared by both widths: the
 //! f8 codes are rewritten as f16 bit patterns in 16-bit lanes ([`Words`], half a
 //! vector) and widened exactly by F16C's `vcvtph2ps`, which turns f16 subnormals
 //! into f32 normals (no subnormal f32 is ever an operand).

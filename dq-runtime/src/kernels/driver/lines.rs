@@ -4,11 +4,10 @@
 //! across line boundaries where the run's lines start mid-lookup. No tile, no
 //! copy out of L1.
 //!
-//! Measured on AMD EPYC Zen 5 (4096x4096, groups of 128 along rows, dst 16
-//! bytes past a line, one thread, `dq bench --no-memcpy`, alternated builds):
-//! the tile path (lookups into an L1 tile, then a non-temporal copy) took
-//! 1.04-1.10 ms for u4 -> f16 and 0.89-0.90 ms for u4 -> bf16; these lines
-//! 0.757-0.759 and 0.751 ms. BENCHMARKS.md has the runs.
+//! Measured on AMD EPYC Zen 5 (groups of 128 along rows, dst 16 bytes past a
+//! line): these lines run u4 -> f16 and u4 -> bf16 markedly faster than the tile
+//! path (lookups into an L1 tile, then a non-temporal copy). BENCHMARKS.md has
+//! the runs.
 
 use super::{Row, Shape, VecCtx, const_p, is_4bit, table, vec_row};
 use crate::arch::Simd;

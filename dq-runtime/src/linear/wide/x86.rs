@@ -53,7 +53,7 @@ pub(super) unsafe fn run<T: Out>(kind: Kind, l: &Linear<'_>, tiles: Range<usize>
 /// AWQ tiles run side by side: each group's inputs of `SIDE` adjacent tiles in
 /// turn, so the words of an input row are read as `SIDE` adjacent lines close in
 /// time. On AMD EPYC (Zen 4) reading one line per input row, tile after tile, ran
-/// at 3 GB/s; four lines per row at 18-21 GB/s.
+/// several times slower than four lines per row (BENCHMARKS.md).
 const SIDE: usize = 4;
 
 /// A tile's `R` rows of K outputs (a multiple of 32), their starts `delta`
