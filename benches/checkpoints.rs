@@ -143,10 +143,7 @@ fn bench(c: &mut Criterion) {
                 if suffix == "-line" && matches!(backend, Backend::Auto | Backend::Reference) {
                     continue;
                 }
-                let opts = Options {
-                    backend,
-                    threads: 1,
-                };
+                let opts = Options::new().with_backend(backend).with_threads(1);
                 let id = format!("{name}-bf16{suffix}/{}", backend.name());
                 group.bench_function(id, |b| b.iter(|| l.dequantize(&mut *out, &opts).unwrap()));
             }

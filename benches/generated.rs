@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use criterion::{Bencher, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dq::case::{Case, OwnedTensor};
-use dq::{DType, DynamicDequantize, Kernel, Op, Plan, Reference, TensorDesc, TensorMut};
+use dq::kernel::{Kernel, Reference};
+use dq::{DType, DynamicDequantize, Op, Plan, TensorDesc, TensorMut};
 
 const SMALL: (usize, usize) = (256, 256);
 const LARGE: (usize, usize) = (4096, 4096);
@@ -159,7 +160,7 @@ fn memcpy(c: &mut Criterion) {
 }
 
 fn kernels(c: &mut Criterion) {
-    let generated: &dyn Kernel = &dq::generated::dequantize;
+    let generated: &dyn Kernel = &dq::generated::standard;
     let reference = Reference::default();
     for b in cases() {
         let mut g = c.benchmark_group(b.name);

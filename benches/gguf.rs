@@ -63,10 +63,7 @@ fn bench(c: &mut Criterion) {
         let t = &g.tensors()[0];
         group.throughput(Throughput::Bytes((data.len() + out_bytes) as u64));
         for backend in [Backend::Generated, Backend::Jit, Backend::Auto] {
-            let opts = Options {
-                backend,
-                threads: 1,
-            };
+            let opts = Options::new().with_backend(backend).with_threads(1);
             let id = format!("{}/{backend}", ty.name());
             group.bench_function(id, |b| {
                 b.iter(|| g.dequantize(t, &mut out, &opts).expect("a supported type"))

@@ -9,9 +9,10 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dq::case::Case;
-use dq::dq_jit;
+use dq::jit;
+use dq::kernel::{Kernel, Reference};
 use dq::policy::{self, StoreStrategy};
-use dq::{DType, DynamicDequantize, Kernel, Op, Reference, TensorDesc, TensorMut};
+use dq::{DType, DynamicDequantize, Op, TensorDesc, TensorMut};
 
 struct Work {
     name: &'static str,
@@ -101,7 +102,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("memcpy", dst_bytes), |b| {
             b.iter(|| copy_dst.copy_from_slice(std::hint::black_box(&copy_src)))
         });
-        let jit = dq_jit::standard();
+        let jit = jit::standard();
         let mut kernels: Vec<(&str, &dyn Kernel)> = vec![("jit", jit)];
         if let Some(generated) = backends.get(dq::Backend::Generated) {
             kernels.push(("generated", generated));
@@ -110,7 +111,7 @@ fn bench(c: &mut Criterion) {
             kernels.push((
                 "reference",
                 &Reference {
-                    formula: &dq::STANDARD,
+                    formula: &dq::kernel::STANDARD,
                 },
             ));
         }

@@ -5,8 +5,9 @@
 //! `cache_hit`: looking up a kernel that is already compiled.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dq::dq_jit::{self, Jit};
-use dq::{AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Plan, STANDARD, TensorDesc};
+use dq::jit::{self, Jit};
+use dq::kernel::STANDARD;
+use dq::{AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Plan, TensorDesc};
 
 fn dynamic(
     op: DynamicDequantize,
@@ -92,7 +93,7 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
     let (_, plan) = &classes()[0];
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     jit.kernel(plan).unwrap();
     c.bench_function("cache_hit", |b| {
         b.iter(|| jit.kernel(std::hint::black_box(plan)).unwrap())

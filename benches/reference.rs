@@ -5,7 +5,8 @@
 //! so the two groups read on the same scale within one run.
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dq::case::Case;
-use dq::{DType, DynamicDequantize, Op, Reference, TensorDesc};
+use dq::kernel::Reference;
+use dq::{DType, DynamicDequantize, Op, TensorDesc};
 
 /// A case: op, dtypes and shape.
 struct Work {

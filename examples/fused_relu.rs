@@ -20,8 +20,9 @@ fn main() -> Result<(), dq::Error> {
     let op = DynamicDequantize::per_tensor().into();
     let want = [0.0f32, 0.0, 0.0, 0.5, 2.0, 63.0];
 
-    let jit = dq::dq_jit::for_formula(dequantize_relu.ir());
-    let kernels: [(&str, &dyn dq::Kernel); 2] = [("generated", &dequantize_relu), ("jit", jit)];
+    let jit = dq::jit::for_formula(dequantize_relu.ir());
+    let kernels: [(&str, &dyn dq::kernel::Kernel); 2] =
+        [("generated", &dequantize_relu), ("jit", jit)];
     for (name, kernel) in kernels {
         let mut out = [f32::NAN; 6];
         let mut dst = TensorMut::from_slice(&mut out, &[6]);

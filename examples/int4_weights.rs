@@ -30,10 +30,7 @@ fn main() -> Result<(), dq::Error> {
     for backend in [Backend::Reference, Backend::Generated, Backend::Jit] {
         let mut out = vec![bf16::ZERO; rows * cols];
         let mut dst = TensorMut::from_slice(&mut out, &[rows, cols]);
-        let opts = Options {
-            backend,
-            threads: 2,
-        };
+        let opts = Options::new().with_backend(backend).with_threads(2);
         dq::dequantize(&op, &src, Some(&scales), Some(&zps), &mut dst, &opts)?;
         results.push((backend, out));
     }

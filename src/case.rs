@@ -28,10 +28,9 @@ use std::fmt;
 
 use half::{bf16, f16};
 
-use crate::plan::normalize_axis;
-use crate::{
-    DType, Dequantize, Job, Kernel, Op, Plan, Qtype, Result, Role, Tensor, TensorDesc, TensorMut,
-};
+use crate::kernel::Kernel;
+use crate::{DType, Dequantize, Job, Op, Plan, Qtype, Result, Role, Tensor, TensorDesc, TensorMut};
+use dq_runtime::plan::normalize_axis;
 
 pub use dq_runtime::rng::Rng;
 
@@ -311,7 +310,8 @@ fn scale_bytes(rng: &mut Rng, dtype: DType, bytes: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AxesDequantize, Reference};
+    use crate::AxesDequantize;
+    use crate::kernel::Reference;
 
     #[test]
     fn splitmix64_known_values() {

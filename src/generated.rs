@@ -18,6 +18,6 @@ use crate::dequant_kernel;
     src = [s32], zps = [s32], dst = [f16, bf16, f32, f64]
 )]
 /// The spec's standard kernel, for every (src, zps, dst, scales) combination.
-pub fn dequantize(q: _, z: int, s: float) {
+pub fn standard(q: _, z: int, s: float) {
     (q - z) * s
 }

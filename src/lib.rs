@@ -23,10 +23,17 @@
 
 extern crate self as dq;
 
-pub use dq_jit;
+// The ops and the one-call API.
 pub use dq_macros::dequant_kernel;
-pub use dq_runtime::*;
+pub use dq_runtime::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};
+pub use dq_runtime::{Backend, DType, Error, Result, Role};
+pub use dq_runtime::{Element, Job, JobPart, Plan, Tensor, TensorDesc, TensorMut};
+pub use options::Options;
 
+// Named modules of the layers below, for users who build on them.
+pub use dq_runtime::{arch, block, convert, dtype, exec, linear, minifloat, policy, rules};
+
+use dq_runtime::Backends;
 use std::sync::OnceLock;
 
 pub mod buffer;
@@ -34,6 +41,7 @@ pub mod case;
 pub mod formats;
 pub mod model;
 pub mod npy;
+mod options;
 
 /// The README's Rust examples, compiled and run as doctests so they stay in sync.
 #[doc = include_str!("../README.md")]
@@ -42,6 +50,20 @@ pub struct ReadmeDoctests;
 
 pub mod generated;
 
+/// Kernels: the trait every backend implements, the backends themselves, and the
+/// formula IR a `#[dequant_kernel]` is compiled from.
+pub mod kernel {
+    pub use crate::generated::standard;
+    pub use dq_runtime::formula::{FormulaFacts, FormulaIr, Node, QKind, STANDARD, STANDARD_FLOAT};
+    pub use dq_runtime::kernels::Entry;
+    pub use dq_runtime::{Backends, GeneratedKernel, Kernel, KernelStats, Reference};
+    pub use dq_runtime::{Loop, Lowering};
+}
+
+/// The Cranelift JIT backend (the default cargo feature `jit`).
+#[cfg(feature = "jit")]
+pub use dq_jit as jit;
+
 /// What `#[dequant_kernel]` expansions name; not a public API.
 #[doc(hidden)]
 pub mod __private {
@@ -49,29 +71,18 @@ pub mod __private {
     pub use dq_runtime::kernels::{Entry, Formula, GeneratedKernel, Lanes, dtypes};
 }
 
-/// How to run a call: which backend, on how many threads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// The backend (default `auto`).
-    pub backend: Backend,
-    /// Worker threads (default 1: the caller's thread).
-    pub threads: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            backend: Backend::Auto,
-            threads: 1,
-        }
-    }
-}
-
 /// The backends this build of dq offers, in the order `auto` prefers them: the JIT
 /// (where it pays), then the generated kernels.
 pub fn backends() -> &'static Backends {
     static BACKENDS: OnceLock<Backends> = OnceLock::new();
-    BACKENDS.get_or_init(|| Backends::new(vec![dq_jit::standard(), &generated::dequantize]))
+    BACKENDS.get_or_init(|| {
+        #[cfg(feature = "jit")]
+        let all: Vec<&'static dyn dq_runtime::Kernel> =
+            vec![dq_jit::standard(), &generated::standard];
+        #[cfg(not(feature = "jit"))]
+        let all: Vec<&'static dyn dq_runtime::Kernel> = vec![&generated::standard];
+        Backends::new(all)
+    })
 }
 
 /// Validates and runs one dequantization.
@@ -95,7 +106,7 @@ pub fn dequantize(
         zps.map(|t| &t.desc),
         &dst.desc,
     )?;
-    let kernel = backends().select(opts.backend, &plan)?;
+    let kernel = backends().select(opts.backend(), &plan)?;
     plan.bind(src, scales, zps, dst)?
-        .run_parallel(kernel, opts.threads)
+        .run_parallel(kernel, opts.threads())
 }

@@ -11,7 +11,8 @@
 use std::time::Instant;
 
 use crate::case::{Case, OwnedTensor};
-use crate::{Backend, DType, DynamicDequantize, Kernel, Op, Plan, Result, TensorDesc};
+use crate::kernel::Kernel;
+use crate::{Backend, DType, DynamicDequantize, Op, Plan, Result, TensorDesc};
 
 /// One weight tensor of a layer: its name and `[out_features, in_features]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -81,12 +81,12 @@ fn via_api(case: &Case, opts: &Options) -> Option<Vec<u8>> {
         Ok(()) => Some(out),
         // A backend this build lacks; one it has must run every valid case.
         Err(dq::Error::BackendUnavailable { .. })
-            if opts.backend != Backend::Auto && dq::backends().get(opts.backend).is_none() =>
+            if opts.backend() != Backend::Auto && dq::backends().get(opts.backend()).is_none() =>
         {
-            path_unavailable(&format!("backend {} (not in this build)", opts.backend));
+            path_unavailable(&format!("backend {} (not in this build)", opts.backend()));
             None
         }
-        Err(e) => panic!("dequantize with {} failed: {e}\n{case:?}", opts.backend),
+        Err(e) => panic!("dequantize with {} failed: {e}\n{case:?}", opts.backend()),
     }
 }
 
@@ -108,10 +108,9 @@ fn threads_share_plans_and_backends() {
                     for i in 0..work.len() {
                         let (case, want) = &work[(i + t * 7 + round) % work.len()];
                         let backend = Backend::ALL[(i + t) % Backend::ALL.len()];
-                        let opts = Options {
-                            backend,
-                            threads: 1 + (i + t) % 3,
-                        };
+                        let opts = Options::new()
+                            .with_backend(backend)
+                            .with_threads(1 + (i + t) % 3);
                         match via_api(case, &opts) {
                             Some(got) => {
                                 assert_bits(case, &got, want, &format!("{backend} thread {t}"));

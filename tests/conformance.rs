@@ -5,7 +5,8 @@
 //! A backend refusing a vector fails the test.
 mod support;
 
-use dq::{Backend, Reference};
+use dq::Backend;
+use dq::kernel::Reference;
 use support::conformance::{assert_same_bits, case_dirs, load};
 use support::paths::{default_chunks, force_chunks, ran};
 use support::{backend_variants, path_unavailable};
@@ -47,7 +48,7 @@ fn every_backend_choice_matches_every_vector_on_two_threads() {
         }
         ran(&format!(
             "conformance: backend {choice} (unpinned generated kernels on {}, DQ_ISA={})",
-            dq::generated::dequantize.isa().name(),
+            dq::generated::standard.isa().name(),
             std::env::var("DQ_ISA").unwrap_or_else(|_| "unset".into())
         ));
     }

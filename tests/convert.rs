@@ -545,7 +545,7 @@ fn library_dequantize_is_exact_for_any_thread_count() {
     use dq::formats::gguf::{Gguf, GgufError};
     use dq::formats::hf::{Checkpoint, HfError};
     use dq::{Backend, Options};
-    let opts = |backend, threads| Options { backend, threads };
+    let opts = |backend, threads| Options::new().with_backend(backend).with_threads(threads);
 
     let file = Gguf::open(fixtures().join("gguf/blocks.gguf")).unwrap();
     for (name, bits) in gguf_expected("blocks") {

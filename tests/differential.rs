@@ -34,7 +34,7 @@ fn exec_strategy() -> impl Strategy<Value = Exec> {
     ]
 }
 
-fn execute(case: &Case, kernel: &dyn dq::Kernel, exec: &Exec) -> Vec<u8> {
+fn execute(case: &Case, kernel: &dyn dq::kernel::Kernel, exec: &Exec) -> Vec<u8> {
     match exec {
         Exec::Whole => case.run(kernel).expect("run"),
         Exec::Split(cuts) => case.run_split(kernel, &split_ranges(case.numel(), cuts)),
@@ -275,7 +275,7 @@ fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
 /// A kernel that skips the last element of every range it is given.
 struct SkipsLast;
 
-impl dq::Kernel for SkipsLast {
+impl dq::kernel::Kernel for SkipsLast {
     fn backend(&self) -> dq::Backend {
         dq::Backend::Reference
     }

@@ -144,7 +144,7 @@ fn transposed([rows, _]: [usize; 2]) -> Vec<usize> {
 
 /// Runs every layout for `src`, `dst`, `scales_t` on `kernel` and compares with
 /// the values computed here.
-fn check(kernel: &dq::GeneratedKernel, isa: &str, src: DType, dst: DType, scales_t: DType) {
+fn check(kernel: &dq::kernel::GeneratedKernel, isa: &str, src: DType, dst: DType, scales_t: DType) {
     let ncodes = if src.is_4bit() { 16 } else { 256 };
     let w = dst.bits() / 8;
     for (name, l) in layouts() {
@@ -217,7 +217,7 @@ fn check(kernel: &dq::GeneratedKernel, isa: &str, src: DType, dst: DType, scales
 
 #[test]
 fn float_src_paths_give_the_decoded_values_on_every_isa() {
-    for (isa, k) in pinned(&dq::generated::dequantize) {
+    for (isa, k) in pinned(&dq::generated::standard) {
         for src in SRCS {
             for dst in DSTS {
                 for scales_t in [dst, DType::E8M0] {

@@ -132,7 +132,7 @@ mod guarded {
 
     /// `kernel` on `case` with src, scales and dst fenced by `guard`, whole and
     /// split in two; the dst bytes of each run.
-    fn run_guarded(kernel: &dyn dq::Kernel, case: &Case, guard: Guard) -> Vec<Vec<u8>> {
+    fn run_guarded(kernel: &dyn dq::kernel::Kernel, case: &Case, guard: Guard) -> Vec<Vec<u8>> {
         let plan = case.plan().unwrap();
         let n = plan.numel();
         let src_buf = GuardBuf::new(&case.src.data, guard);

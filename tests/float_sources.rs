@@ -11,9 +11,10 @@ mod support;
 use std::path::Path;
 
 use dq::case::{Case, OwnedTensor};
+use dq::kernel::{GeneratedKernel, Reference};
 use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Error, GeneratedKernel, Op, OpKind,
-    Reference, TensorDesc, dequant_kernel,
+    AxesDequantize, DType, Dequantize, DynamicDequantize, Error, Op, OpKind, TensorDesc,
+    dequant_kernel,
 };
 use half::{bf16, f16};
 use support::{Variant, all_variants, path_unavailable, pinned};
@@ -548,7 +549,7 @@ fn float_relu_plus(x: float, z: _, s: float) {
 #[test]
 fn user_kernel_over_float_src() {
     let k: &GeneratedKernel = &float_relu_plus;
-    assert_eq!(k.ir().q_kind(), dq::QKind::Float);
+    assert_eq!(k.ir().q_kind(), dq::kernel::QKind::Float);
     assert_eq!(k.ir_for(DType::F8E4M3), Some(k.ir()));
     assert_eq!(k.ir_for(DType::S8), None);
     assert_eq!(k.table().len(), 2 * 2 * 2);

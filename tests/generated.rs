@@ -10,11 +10,11 @@ use std::ops::Range;
 
 use dq::arch::Isa;
 use dq::case::OwnedTensor;
-use dq::kernels::Entry;
+use dq::kernel::Entry;
+use dq::kernel::{GeneratedKernel, Kernel, Reference};
 use dq::policy::{self, StoreStrategy};
 use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, GeneratedKernel, Kernel, Op, Plan,
-    Reference, Tensor, TensorDesc, TensorMut,
+    AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Plan, Tensor, TensorDesc, TensorMut,
 };
 use support::paths::{cpu_has, ran, store_switch};
 use support::{Rng, pinned};
@@ -409,12 +409,12 @@ const SHAPES: &[&[usize]] = &[
 ];
 
 fn standard() -> &'static GeneratedKernel {
-    &dq::generated::dequantize
+    &dq::generated::standard
 }
 
 #[test]
 fn ir_is_the_spec_formula_node_for_node() {
-    assert_eq!(*standard().ir(), dq::STANDARD);
+    assert_eq!(*standard().ir(), dq::kernel::STANDARD);
     assert_eq!(standard().name(), "generated");
 }
 

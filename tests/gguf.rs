@@ -94,8 +94,12 @@ fn check_fixture(stem: &str) -> BTreeSet<&'static str> {
             (Backend::Auto, 2),
         ] {
             got.fill(f32::NAN);
-            file.dequantize(t, &mut got, &Options { backend, threads })
-                .unwrap();
+            file.dequantize(
+                t,
+                &mut got,
+                &Options::new().with_backend(backend).with_threads(threads),
+            )
+            .unwrap();
             assert_bits(
                 stem,
                 t.name(),

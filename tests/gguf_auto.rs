@@ -32,18 +32,16 @@ fn auto_races_then_keeps_one_backend_with_the_same_bits() {
         let t = &g.tensors()[0];
         let n = (COLS * ROWS) as usize;
         let mut want = vec![f16::ZERO; n];
-        let reference = Options {
-            backend: Backend::Reference,
-            threads: 2,
-        };
+        let reference = Options::new()
+            .with_backend(Backend::Reference)
+            .with_threads(2);
         g.dequantize(t, &mut want, &reference).unwrap();
         assert_eq!(settled(ty), 0, "{ty}: no race before the first call");
         for call in 0..2 * race::ROUNDS + 2 {
             let mut got = vec![f16::from_f32(7.0); n];
-            let auto = Options {
-                backend: Backend::Auto,
-                threads: 1 + call % 2,
-            };
+            let auto = Options::new()
+                .with_backend(Backend::Auto)
+                .with_threads(1 + call % 2);
             g.dequantize(t, &mut got, &auto).unwrap();
             let first = got
                 .iter()
@@ -70,10 +68,7 @@ fn small_tensors_are_not_raced() {
     let file = one_tensor_file("w", ty, &[256, 4], &random_blocks(&mut rng, ty, 32));
     let g = Gguf::from_bytes(&file).unwrap();
     let t = &g.tensors()[0];
-    let auto = Options {
-        backend: Backend::Auto,
-        threads: 1,
-    };
+    let auto = Options::new().with_backend(Backend::Auto).with_threads(1);
     for _ in 0..4 * race::ROUNDS {
         let mut got = vec![f16::ZERO; 1024];
         g.dequantize(t, &mut got, &auto).unwrap();

@@ -39,14 +39,12 @@ fn check_fixture(stem: &str) -> Vec<&'static str> {
         let want = expected(stem, t.name());
         let n = want.len();
         for threads in 1..=3 {
-            let opts = Options {
-                backend: Backend::Jit,
-                threads,
-            };
-            let gen_opts = Options {
-                backend: Backend::Generated,
-                threads,
-            };
+            let opts = Options::new()
+                .with_backend(Backend::Jit)
+                .with_threads(threads);
+            let gen_opts = Options::new()
+                .with_backend(Backend::Generated)
+                .with_threads(threads);
             let what = format!("{stem}/{} jit {threads} threads", t.name());
             let mut got = vec![f32::NAN; n];
             file.dequantize(t, &mut got, &opts).unwrap();
@@ -229,10 +227,7 @@ fn one_compile_per_type_then_reuse() {
     let file = Gguf::open(fixtures().join("blocks.gguf")).unwrap();
     let t = file.tensor("q6_k.r3").unwrap();
     let mut out = vec![0f32; t.element_count() as usize];
-    let opts = Options {
-        backend: Backend::Jit,
-        threads: 2,
-    };
+    let opts = Options::new().with_backend(Backend::Jit).with_threads(2);
     file.dequantize(t, &mut out, &opts).unwrap();
     let before = dq_jit::block::stats();
     file.dequantize(t, &mut out, &opts).unwrap();

@@ -20,9 +20,10 @@ mod linux {
     use std::ops::Range;
 
     use dq::case::OwnedTensor;
+    use dq::kernel::Kernel;
     use dq::rules::{AXES, DYNAMIC, STATIC};
     use dq::{
-        AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Kernel, Op, Plan, Role, Tensor,
+        AxesDequantize, DType, Dequantize, DynamicDequantize, Job, Op, Plan, Role, Tensor,
         TensorDesc, TensorMut,
     };
 
@@ -457,7 +458,7 @@ mod linux {
         if variants.is_empty() {
             path_unavailable("store strategies of a fast backend (none built)");
         }
-        let jit = dq::dq_jit::standard();
+        let jit = dq::jit::standard();
         let mut rng = Rng::new(0x3c6e_f372_fe94_f82b);
         for store in StoreStrategy::ALL {
             let _switch = store_switch(store, Some(LARGE_ABOVE));

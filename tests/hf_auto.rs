@@ -56,10 +56,9 @@ fn auto_races_then_keeps_one_backend_with_the_same_bits() {
     let l = ckpt.linear(PREFIX).unwrap();
     const { assert!(N * K >= race::MIN_ELEMENTS) };
     let mut want = vec![bf16::ZERO; N * K];
-    let reference = Options {
-        backend: Backend::Reference,
-        threads: 2,
-    };
+    let reference = Options::new()
+        .with_backend(Backend::Reference)
+        .with_threads(2);
     l.dequantize(&mut want, &reference).unwrap();
     let want: Vec<u16> = want.iter().map(|y| y.to_bits()).collect();
     let bf16_kinds =
@@ -71,10 +70,9 @@ fn auto_races_then_keeps_one_backend_with_the_same_bits() {
     );
     for call in 0..2 * race::ROUNDS + 2 {
         let mut got = vec![bf16::from_f32(7.0); N * K];
-        let auto = Options {
-            backend: Backend::Auto,
-            threads: 1 + call % 2,
-        };
+        let auto = Options::new()
+            .with_backend(Backend::Auto)
+            .with_threads(1 + call % 2);
         l.dequantize(&mut got, &auto).unwrap();
         let first = got.iter().zip(&want).position(|(g, w)| g.to_bits() != *w);
         assert_eq!(first, None, "call {call}: auto differs from the reference");

@@ -81,19 +81,17 @@ fn every_fixture_linear_on_every_isa_equals_the_reference_outputs() {
             }
             // The facade: Generated (and Auto) on 1..=5 threads, every output type.
             for threads in 1..=5 {
-                let opts = Options {
-                    backend: Backend::Generated,
-                    threads,
-                };
+                let opts = Options::new()
+                    .with_backend(Backend::Generated)
+                    .with_threads(threads);
                 let mut a = vec![0f32; l.n() * l.k()];
                 l.dequantize(&mut a, &opts).unwrap();
                 let mut b = vec![bf16::ZERO; a.len()];
                 l.dequantize(
                     &mut b,
-                    &Options {
-                        backend: Backend::Auto,
-                        threads,
-                    },
+                    &Options::new()
+                        .with_backend(Backend::Auto)
+                        .with_threads(threads),
                 )
                 .unwrap();
                 let mut c = vec![f16::ZERO; a.len()];

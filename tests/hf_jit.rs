@@ -125,10 +125,9 @@ fn every_fixture_linear_through_the_jit_equals_the_reference_outputs() {
             assert_bits(&jit(&plan, 0..l.n()), &want, l.k(), &what);
             // The facade: Backend::Jit on 1..=3 threads, every output type.
             for threads in 1..=3 {
-                let opts = Options {
-                    backend: Backend::Jit,
-                    threads,
-                };
+                let opts = Options::new()
+                    .with_backend(Backend::Jit)
+                    .with_threads(threads);
                 let mut a = vec![0f32; l.n() * l.k()];
                 l.dequantize(&mut a, &opts).unwrap();
                 let mut b = vec![f16::ZERO; a.len()];

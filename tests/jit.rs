@@ -7,12 +7,12 @@ mod support;
 use std::sync::{Arc, Barrier};
 
 use dq::arch::Isa;
-use dq::dq_jit::{self, HostLookups, Jit};
+use dq::jit::{self, HostLookups, Jit};
+use dq::kernel::{FormulaIr, Kernel, Node, Reference, STANDARD};
 use dq::policy::StoreStrategy;
 use dq::rules::{AXES, DYNAMIC, STATIC};
 use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, FormulaIr, Kernel, Node, Op, Plan,
-    Reference, STANDARD, Tensor, TensorDesc, TensorMut,
+    AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Plan, Tensor, TensorDesc, TensorMut,
 };
 use proptest::prelude::*;
 use support::Rng;
@@ -304,7 +304,7 @@ fn dyn_zps() -> Vec<Option<DType>> {
 
 #[test]
 fn dynamic_table_matches_reference() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     let reference = Reference::default();
     let shapes: &[&[usize]] = &[
         &[],
@@ -335,7 +335,7 @@ fn dynamic_table_matches_reference() {
 
 #[test]
 fn every_length_up_to_130_and_group_remainders() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     let reference = Reference::default();
     for len in 1..=130usize {
         for (src, zps, dst) in [
@@ -416,7 +416,7 @@ fn extreme_zps(t: DType, n: usize, r: &mut Rng) -> Vec<u8> {
 /// starts (odd row lengths, sub-ranges), special scales, extreme zero points.
 #[test]
 fn four_bit_table_lookup_matches_reference() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     // Cranelift's own lookups, where the standard JIT calls the host's.
     let own = Jit::new(&STANDARD, 64).with_host_lookups(false);
     let reference = Reference::default();
@@ -648,7 +648,7 @@ fn large_shapes_match_reference() {
 
 #[test]
 fn static_op_with_extreme_zero_points() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     let reference = Reference::default();
     let zps_sets: [Vec<i64>; 7] = [
         vec![0, 0, 0],
@@ -685,7 +685,7 @@ fn static_op_with_extreme_zero_points() {
 
 #[test]
 fn axes_form_every_dtype() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     let reference = Reference::default();
     let shape = [3usize, 4, 21];
     for &src in AXES.src.list() {
@@ -715,7 +715,7 @@ fn axes_form_every_dtype() {
 
 #[test]
 fn strided_4bit_src_and_odd_offsets() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     let reference = Reference::default();
     for src in [DType::S4, DType::U4] {
         for shape in [[5usize, 7], [3, 33], [17, 2]] {
@@ -745,7 +745,7 @@ fn strided_4bit_src_and_odd_offsets() {
 /// 32-element groups, many sub-ranges.
 #[test]
 fn four_bit_odd_rows_in_even_strides() {
-    let jit = dq_jit::standard();
+    let jit = jit::standard();
     let reference = Reference::default();
     for src in [DType::S4, DType::U4] {
         for shape in [[4usize, 33], [3, 65], [5, 47]] {
@@ -782,7 +782,7 @@ fn f16_and_bf16_rounding_over_many_bit_patterns() {
         name: "pass_scale",
         nodes: &ONE,
     };
-    let jit = dq_jit::for_formula(&PASS);
+    let jit = jit::for_formula(&PASS);
     let reference = Reference { formula: &PASS };
     // dst f16 with f16 scales is exact either way; f32 results need f32 scales, so
     // use the static-like path through a custom formula on s8 * s.
@@ -812,7 +812,7 @@ fn f16_and_bf16_rounding_over_many_bit_patterns() {
             false,
         );
         for seed in 0..8 {
-            c.check(dq_jit::standard(), &Reference::default(), 77 + seed);
+            c.check(jit::standard(), &Reference::default(), 77 + seed);
         }
     }
 }
@@ -894,7 +894,7 @@ fn bf16_nan_rule_holds_for_pass_through_and_nan_literals() {
         },
     ];
     for formula in &FORMULAS {
-        let jit = dq_jit::for_formula(formula);
+        let jit = jit::for_formula(formula);
         let reference = Reference { formula };
         let cases = [
             dynamic(
@@ -964,7 +964,7 @@ static CUSTOM_IR: FormulaIr = FormulaIr {
 
 #[test]
 fn custom_formula_matches_reference() {
-    let jit = dq_jit::for_formula(&CUSTOM_IR);
+    let jit = jit::for_formula(&CUSTOM_IR);
     let reference = Reference {
         formula: &CUSTOM_IR,
     };
@@ -1136,7 +1136,7 @@ fn auto_races_the_jit_only_where_it_pays() {
         let race = backends.race(plan).expect("a race");
         race.kernels().iter().map(|k| k.backend()).collect()
     };
-    let big = s8_plan(&[dq_jit::PAYS_ELEMENTS]);
+    let big = s8_plan(&[jit::PAYS_ELEMENTS]);
     let k = backends.select(dq::Backend::Auto, &big).unwrap();
     assert_eq!(k.backend(), dq::Backend::Auto);
     let both = if backends.get(dq::Backend::Generated).is_some() {
@@ -1150,7 +1150,7 @@ fn auto_races_the_jit_only_where_it_pays() {
         assert_eq!(k.backend(), dq::Backend::Jit);
     }
     // Once compiled, the small shape pays too.
-    dq_jit::standard().kernel(&small).unwrap();
+    jit::standard().kernel(&small).unwrap();
     let k = backends.select(dq::Backend::Auto, &small).unwrap();
     if both.len() == 2 {
         assert_eq!(racers(&small), both);
@@ -1225,7 +1225,7 @@ proptest! {
     #![proptest_config(support::seeded_config(file!(), support::proptest_cases(96)))]
     #[test]
     fn random_shapes_and_strides_match_reference((case, seed) in arb_case()) {
-        case.check(dq_jit::standard(), &Reference::default(), seed);
+        case.check(jit::standard(), &Reference::default(), seed);
     }
 }
 

@@ -8,8 +8,9 @@ mod support;
 use std::collections::VecDeque;
 
 use dq::case::{Case, OwnedTensor};
-use dq::dq_jit::Jit;
-use dq::{DType, DynamicDequantize, Kernel, STANDARD, TensorDesc};
+use dq::jit::Jit;
+use dq::kernel::{Kernel, STANDARD};
+use dq::{DType, DynamicDequantize, TensorDesc};
 use support::reference;
 
 const CAPACITY: usize = 8;

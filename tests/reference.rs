@@ -2,9 +2,10 @@
 //! are written as the f32 (or f64) expressions the spec prescribes, or as bit patterns
 //! worked out by hand in the comments.
 
+use dq::kernel::Reference;
 use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Options, Plan, Reference, Tensor,
-    TensorDesc, TensorMut,
+    AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Options, Plan, Tensor, TensorDesc,
+    TensorMut,
 };
 use half::{bf16, f16};
 

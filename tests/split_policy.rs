@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dq::case::Case;
 use dq::exec::{Job, Kernel};
-use dq::{Backend, DType, DynamicDequantize, Plan, Reference, Result, TensorDesc, policy};
+use dq::kernel::Reference;
+use dq::{Backend, DType, DynamicDequantize, Plan, Result, TensorDesc, policy};
 
 /// The reference, counting its calls.
 #[derive(Default)]

@@ -7,9 +7,10 @@
 mod support;
 
 use dq::case::{Case, OwnedTensor};
+use dq::kernel::{FormulaIr, GeneratedKernel, Kernel, Node, Reference};
 use dq::{
-    AxesDequantize, DType, DynamicDequantize, FormulaIr, GeneratedKernel, Kernel, Node, Op, Plan,
-    Reference, Tensor, TensorDesc, TensorMut, dequant_kernel,
+    AxesDequantize, DType, DynamicDequantize, Op, Plan, Tensor, TensorDesc, TensorMut,
+    dequant_kernel,
 };
 use support::{Rng, pinned};
 
@@ -103,7 +104,7 @@ fn check(
 fn relu_ir_is_max_of_the_standard_formula_and_zero() {
     let ir: &FormulaIr = dequantize_relu.ir();
     assert_eq!(ir.name, "dequantize_relu");
-    let mut nodes = dq::STANDARD.nodes.to_vec();
+    let mut nodes = dq::kernel::STANDARD.nodes.to_vec();
     nodes.push(Node::Lit(0f64.to_bits()));
     nodes.push(Node::Max(5, 6));
     assert_eq!(ir.nodes, nodes);

@@ -2,9 +2,10 @@
 //! `dq::Error` variant with its fields, and that the dst buffer (filled with a
 //! sentinel) is untouched after the error.
 
+use dq::kernel::{Backends, Reference};
 use dq::{
-    AxesDequantize, Backend, Backends, DType, Dequantize, DynamicDequantize, Error, Op, OpKind,
-    Options, Plan, Qtype, Reference, Role, Tensor, TensorDesc, TensorMut,
+    AxesDequantize, Backend, DType, Dequantize, DynamicDequantize, Error, Op, OpKind, Options,
+    Plan, Qtype, Role, Tensor, TensorDesc, TensorMut,
 };
 
 const SENTINEL: u8 = 0xa5;
@@ -1052,7 +1053,7 @@ fn bad_range() {
 #[test]
 fn zero_threads() {
     let mut c = Call::dynamic(per_tensor(), DType::S8, &[4], DType::F32, &[1]);
-    c.opts.threads = 0;
+    c.opts = c.opts.with_threads(0);
     assert_eq!(c.err(), Error::ZeroThreads);
 }
 
@@ -1089,7 +1090,7 @@ fn backend_unavailable_never_falls_back() {
             continue;
         }
         let mut c = Call::dynamic(per_tensor(), DType::S8, &[4], DType::F32, &[1]);
-        c.opts.backend = choice;
+        c.opts = c.opts.with_backend(choice);
         assert!(
             matches!(c.err(), Error::BackendUnavailable { backend, .. } if backend == choice.name())
         );

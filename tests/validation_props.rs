@@ -335,7 +335,7 @@ impl Input {
     }
 
     /// Runs the call through the plan path with `kernel`; checks dst on error.
-    fn run_plan(&self, kernel: &dyn dq::Kernel, bufs: &Buffers) -> Result<Outcome, String> {
+    fn run_plan(&self, kernel: &dyn dq::kernel::Kernel, bufs: &Buffers) -> Result<Outcome, String> {
         let Ok(plan) = Plan::new(
             &self.op,
             &self.src,
@@ -376,10 +376,9 @@ impl Input {
                 desc: self.bind_desc(3).unwrap(),
                 data: &mut out,
             };
-            let opts = Options {
-                backend: self.backend,
-                threads: self.threads,
-            };
+            let opts = Options::new()
+                .with_backend(self.backend)
+                .with_threads(self.threads);
             dq::dequantize(
                 &self.op,
                 &src,

@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant};
 
 use dq::case::{Case, OwnedTensor};
-use dq::{Backend, DType, Kernel, Op, Plan, Qtype, Tensor, TensorDesc, TensorMut};
+use dq::kernel::Kernel;
+use dq::{Backend, DType, Op, Plan, Qtype, Tensor, TensorDesc, TensorMut};
 use serde_json::{Value, json};
 
 use super::args::{BenchArgs, CaseArgs, IntList, OpName, Shape};
@@ -289,7 +290,7 @@ fn print_machine(m: &Value) {
 }
 
 /// What `auto` chose for `plan`, and the race's times when it raced.
-fn auto_json(backends: &dq::Backends, plan: &Plan) -> Value {
+fn auto_json(backends: &dq::kernel::Backends, plan: &Plan) -> Value {
     let Some(race) = backends.race(plan) else {
         let k = backends.select(Backend::Auto, plan).ok();
         return json!({ "kernel": k.map(|k| k.name()), "raced": false });
@@ -320,7 +321,7 @@ fn auto_line(auto: &Value) -> String {
 
 /// A compiling backend's (the JIT's) compile time since `before`, in microseconds;
 /// `None` for a backend that does not compile.
-fn compile_us(kernel: &dyn Kernel, before: Option<dq::KernelStats>) -> Option<f64> {
+fn compile_us(kernel: &dyn Kernel, before: Option<dq::kernel::KernelStats>) -> Option<f64> {
     let after = kernel.stats()?;
     let before = before.unwrap_or_default();
     Some(after.compile_ns.saturating_sub(before.compile_ns) as f64 / 1e3)

@@ -1,10 +1,8 @@
 //! Turning the case flags into an op and tensor descriptors.
 
 use dq::rules::Zps;
-use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Qtype, TensorDesc,
-    plan::normalize_axis,
-};
+use dq::{AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Qtype, TensorDesc};
+use dq_runtime::plan::normalize_axis;
 
 use super::args::{CaseArgs, OpName};
 use super::error::CliError;

@@ -155,10 +155,7 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let opts = Options {
-        backend: a.backend,
-        threads,
-    };
+    let opts = Options::new().with_backend(a.backend).with_threads(threads);
     let start = Instant::now();
     let jit_before = dq_jit::block::stats().compiled + dq_jit::linear().stats().compiled as usize;
     let source = Source::open(&a.input)?;
@@ -222,7 +219,7 @@ fn select<'a>(
             skipped.push(format!("{}: unsupported GGUF type {ty}", item.name));
             continue;
         }
-        item.check(opts.backend).map_err(|source| {
+        item.check(opts.backend()).map_err(|source| {
             let hint = match item.kind {
                 Kind::Unsupported(_) => " (--skip-unsupported leaves it out)",
                 _ => "",
@@ -453,7 +450,7 @@ fn print_summary(output: &Path, dtype: OutDtype, opts: &Options, s: &Summary) {
         dtype.safetensors().to_string().to_lowercase(),
         s.seconds,
         gbps,
-        opts.backend,
-        opts.threads,
+        opts.backend(),
+        opts.threads(),
     );
 }

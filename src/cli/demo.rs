@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use dq::case::Case;
-use dq::{DType, DynamicDequantize, Op, Reference, TensorDesc};
+use dq::kernel::Reference;
+use dq::{DType, DynamicDequantize, Op, TensorDesc};
 
 use super::args::DemoArgs;
 use super::error::CliError;
@@ -75,15 +76,16 @@ pub fn demo(a: &DemoArgs) -> Result<ExitCode, CliError> {
         let plan = case.plan()?;
         let kernel = dq::backends().select(a.backend, &plan)?;
         let (src_bytes, dst_bytes) = (case.src.data.len(), case.dst.data.len());
-        let run = |k: &dyn dq::Kernel, threads: usize| -> Result<(Vec<u8>, f64), CliError> {
-            let mut out = vec![0u8; dst_bytes];
-            let secs = case.with_job(&plan, &mut out, |job| {
-                let start = Instant::now();
-                job.run_parallel(k, threads)
-                    .map(|()| start.elapsed().as_secs_f64())
-            })??;
-            Ok((out, secs))
-        };
+        let run =
+            |k: &dyn dq::kernel::Kernel, threads: usize| -> Result<(Vec<u8>, f64), CliError> {
+                let mut out = vec![0u8; dst_bytes];
+                let secs = case.with_job(&plan, &mut out, |job| {
+                    let start = Instant::now();
+                    job.run_parallel(k, threads)
+                        .map(|()| start.elapsed().as_secs_f64())
+                })??;
+                Ok((out, secs))
+            };
         let mut times = Vec::new();
         let mut out = Vec::new();
         for _ in 0..REPS {

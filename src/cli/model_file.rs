@@ -196,7 +196,7 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
 }
 
 fn opts(backend: Backend, threads: usize) -> Options {
-    Options { backend, threads }
+    Options::new().with_backend(backend).with_threads(threads)
 }
 
 fn row(b: Backend) -> BackendRow {

@@ -9,7 +9,7 @@ use dq::Options;
 use dq::formats::Element;
 use dq::formats::gguf;
 use dq::formats::gguf::{Gguf, GgufError, TensorInfo};
-use dq::formats::hf::{self, Checkpoint, Dtype, HfError, QuantLinear, TensorRef};
+use dq::formats::hf::{Checkpoint, Dtype, HfError, QuantLinear, TensorRef};
 use half::{bf16, f16};
 
 /// An opened checkpoint.
@@ -224,7 +224,7 @@ impl Item<'_> {
             Kind::Gguf(g, t) => g.dequantize(t, out, opts)?,
             Kind::Linear(l) => l.dequantize(out, opts)?,
             Kind::Float(t) => convert_floats(*t, out),
-            Kind::Unsupported(_) | Kind::Copy(_) => self.check(opts.backend)?,
+            Kind::Unsupported(_) | Kind::Copy(_) => self.check(opts.backend())?,
         }
         Ok(())
     }

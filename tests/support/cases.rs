@@ -7,10 +7,9 @@ use std::ops::Range;
 
 pub use dq::case::Case;
 use dq::case::OwnedTensor;
+use dq::kernel::Kernel;
 use dq::rules::{AXES, DYNAMIC, STATIC};
-use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, OpKind, Role, TensorDesc,
-};
+use dq::{AxesDequantize, DType, Dequantize, DynamicDequantize, Op, OpKind, Role, TensorDesc};
 use proptest::prelude::*;
 
 use super::Rng;
@@ -203,7 +202,7 @@ impl Shape {
                     Gran::PerChannel { axis } if rank > 0 => {
                         let a = fit_axis(axis, rank);
                         let o = Dequantize::new(vec![]).per_channel(a);
-                        (o, shape[dq::plan::normalize_axis(a, rank).unwrap()])
+                        (o, shape[dq_runtime::plan::normalize_axis(a, rank).unwrap()])
                     }
                     _ => (Dequantize::new(vec![]), 1),
                 };
@@ -224,7 +223,7 @@ impl Shape {
                 let (o, ss) = match &self.gran {
                     Gran::PerChannel { axis } if rank > 0 => {
                         let a = fit_axis(*axis, rank);
-                        let n = shape[dq::plan::normalize_axis(a, rank).unwrap()];
+                        let n = shape[dq_runtime::plan::normalize_axis(a, rank).unwrap()];
                         (DynamicDequantize::per_channel(a), vec![n])
                     }
                     Gran::PerGroup { raw } => {

@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use dq::case::{Case, OwnedTensor};
-use dq::{
-    AxesDequantize, DType, Dequantize, DynamicDequantize, Kernel, Op, Plan, Qtype, TensorDesc,
-};
+use dq::kernel::Kernel;
+use dq::{AxesDequantize, DType, Dequantize, DynamicDequantize, Op, Plan, Qtype, TensorDesc};
 use serde_json::Value;
 
 /// One conformance vector, loaded: the case (dst zeroed) and the expected dst bytes.
@@ -71,7 +70,7 @@ pub fn load(dir: &Path) -> Vector {
                 a.iter().map(|&d| shape[d as usize]).collect()
             }
             (_, Some(Qtype::PerChannel)) => {
-                let a = dq::plan::normalize_axis(axis, shape.len()).unwrap();
+                let a = dq_runtime::plan::normalize_axis(axis, shape.len()).unwrap();
                 vec![shape[a]]
             }
             (_, Some(Qtype::PerGroup)) => {

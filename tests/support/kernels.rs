@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use dq::arch::Isa;
-use dq::{GeneratedKernel, Kernel, Reference};
+use dq::kernel::{GeneratedKernel, Kernel, Reference};
 
 /// One kernel under test, with a name for messages.
 #[derive(Clone, Copy)]
@@ -16,7 +16,7 @@ pub struct Variant {
 }
 
 static REFERENCE: Reference = Reference {
-    formula: &dq::STANDARD,
+    formula: &dq::kernel::STANDARD,
 };
 
 /// The scalar reference kernel.
@@ -47,7 +47,7 @@ pub fn backend_variants() -> Vec<Variant> {
 
 /// The generated backend pinned to every ISA (`generated/avx512`, ...).
 fn generated_isa_variants() -> Vec<Variant> {
-    pinned(&dq::generated::dequantize)
+    pinned(&dq::generated::standard)
         .into_iter()
         .map(|(isa, k)| Variant {
             name: format!("generated/{}", isa.name()).leak(),

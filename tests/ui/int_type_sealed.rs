@@ -1,6 +1,6 @@
 // A user marker claiming to be f16 while storing f32 would let `Entry::new`
 // build an entry whose stores overrun its dst. The marker traits are sealed.
-use dq::kernels::dtypes::FloatType;
+use dq::__private::dtypes::FloatType;
 
 struct Liar;
 

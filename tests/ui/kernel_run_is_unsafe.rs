@@ -1,5 +1,6 @@
 // Calling a kernel directly skips the checks of `Job::run`: only in `unsafe` code.
-use dq::{DynamicDequantize, Kernel, Plan, Reference, Tensor, TensorMut};
+use dq::{DynamicDequantize, Plan, Tensor, TensorMut};
+use dq::kernel::{Kernel, Reference};
 
 fn main() {
     let src = Tensor::from_slice(&[1i8, 2, 3, 4], &[4]);

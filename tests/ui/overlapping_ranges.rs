@@ -1,6 +1,7 @@
 // Two threads running overlapping ranges of one job through a shared `&Job`: a data
 // race, rejected because `run_range` needs `&mut Job` (parts are the safe way).
-use dq::{DynamicDequantize, Plan, Reference, Tensor, TensorMut};
+use dq::{DynamicDequantize, Plan, Tensor, TensorMut};
+use dq::kernel::{Reference};
 
 fn main() {
     let src = Tensor::from_slice(&[1i8, 2, 3, 4], &[4]);

@@ -1,6 +1,7 @@
 // A part keeps its job mutably borrowed: no second part over the same elements, and
 // no run of the whole job, while it lives.
-use dq::{DynamicDequantize, Plan, Reference, Tensor, TensorMut};
+use dq::{DynamicDequantize, Plan, Tensor, TensorMut};
+use dq::kernel::{Reference};
 
 fn main() {
     let src = Tensor::from_slice(&[1i8, 2, 3, 4], &[4]);

@@ -64,8 +64,8 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     /// Dequantizes tensor `t` into `out` (its element count, row-major): the f32
     /// values of SPEC §11, or their round-to-nearest-even for f16/bf16.
     ///
-    /// `opts.threads` threads (0 is taken as 1) each decode a run of whole blocks;
-    /// the bits do not depend on the count. `opts.backend` must be able to run the
+    /// `opts.threads()` threads (0 is taken as 1) each decode a run of whole blocks;
+    /// the bits do not depend on the count. `opts.backend()` must be able to run the
     /// type (see [`check_backend`]).
     ///
     /// ```
@@ -75,19 +75,19 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     /// let file = Gguf::open("tests/fixtures/gguf/blocks.gguf")?;
     /// let t = file.tensor("q4_k.r3").expect("listed");
     /// let mut f32s = vec![0f32; t.element_count() as usize];
-    /// let opts = Options { backend: Backend::Auto, threads: 2 };
+    /// let opts = Options::new().with_backend(Backend::Auto).with_threads(2);
     /// file.dequantize(t, &mut f32s, &opts)?;
     /// let mut bf16s = vec![bf16::ZERO; f32s.len()];
     /// file.dequantize(t, &mut bf16s, &opts)?;
     /// assert_eq!(bf16s[7], bf16::from_f32(f32s[7]));
     /// // The generated backend runs the type's declaration: the same bits.
     /// let mut generated = vec![0f32; f32s.len()];
-    /// file.dequantize(t, &mut generated, &Options { backend: Backend::Generated, threads: 1 })?;
+    /// file.dequantize(t, &mut generated, &Options::new().with_backend(Backend::Generated).with_threads(1))?;
     /// assert_eq!(generated.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
     ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
     /// // The JIT backend compiles the declaration once per type: the same bits too.
     /// let mut jit = vec![0f32; f32s.len()];
-    /// file.dequantize(t, &mut jit, &Options { backend: Backend::Jit, threads: 3 })?;
+    /// file.dequantize(t, &mut jit, &Options::new().with_backend(Backend::Jit).with_threads(3))?;
     /// assert_eq!(jit.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
     ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
     /// # Ok::<(), dq::formats::gguf::GgufError>(())
@@ -104,7 +104,7 @@ impl<B: AsRef<[u8]>> Gguf<B> {
         opts: &Options,
     ) -> Result<()> {
         let ty = t.ggml_type().ok_or_else(|| t.unsupported())?;
-        check_backend(opts.backend, ty, t.name())?;
+        check_backend(opts.backend(), ty, t.name())?;
         if out.len() as u64 != t.element_count() {
             return Err(GgufError::OutputLength {
                 name: t.name().to_owned(),
@@ -113,7 +113,7 @@ impl<B: AsRef<[u8]>> Gguf<B> {
             });
         }
         let data = self.tensor_data(t)?;
-        let (pick, timed) = match opts.backend {
+        let (pick, timed) = match opts.backend() {
             Backend::Reference => {
                 decode(ty, data, out, opts, Decoder::Reference);
                 return Ok(());
@@ -127,7 +127,7 @@ impl<B: AsRef<[u8]>> Gguf<B> {
             Pick::Jit => match jit_kernel(ty, t.name()) {
                 Ok(k) => Decoder::Jit(k),
                 // `auto` falls back to the generated driver where the JIT cannot compile.
-                Err(_) if opts.backend == Backend::Auto => generated,
+                Err(_) if opts.backend() == Backend::Auto => generated,
                 Err(e) => return Err(e),
             },
             Pick::Generated => generated,
@@ -159,7 +159,7 @@ fn decode<T: Element>(ty: GgmlType, data: &[u8], out: &mut [T], opts: &Options, 
             Decoder::Reference => reference::decode(ty, bytes, buf),
         }
     };
-    element::split(out, ty.block_size(), opts.threads, &decode);
+    element::split(out, ty.block_size(), opts.threads(), &decode);
 }
 
 /// The kind `auto` races per: block type and output type.

@@ -15,7 +15,7 @@ impl QuantLinear<'_> {
     /// Dequantizes the `[N, K]` weight into `out` (row-major, `N * K` elements): the
     /// f32 values of SPEC §11, or their round-to-nearest-even for f16/bf16.
     ///
-    /// `opts.threads` threads (0 is taken as 1) each write a run of whole rows; the
+    /// `opts.threads()` threads (0 is taken as 1) each write a run of whole rows; the
     /// bits do not depend on the count. Every backend runs every scheme: `Generated`
     /// and `Auto` through its plan ([`QuantLinear::plan`], the generated backend's
     /// tiled driver), `Jit` through the same plan compiled per linear shape by
@@ -30,7 +30,7 @@ impl QuantLinear<'_> {
     /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hf/gptq-v2-4bit-g64-actorder");
     /// let ckpt = Checkpoint::open(dir)?;
     /// let up = ckpt.linear("model.layers.0.mlp.up_proj").expect("a quantized linear");
-    /// let opts = Options { backend: Backend::Auto, threads: 3 };
+    /// let opts = Options::new().with_backend(Backend::Auto).with_threads(3);
     /// let mut w = vec![f16::ZERO; up.n() * up.k()];
     /// up.dequantize(&mut w, &opts)?;
     /// let f32s = dq::formats::hf::reference::dequantize_f32(&up);
@@ -50,11 +50,11 @@ impl QuantLinear<'_> {
                 got: out.len(),
             });
         }
-        if opts.backend == Backend::Reference {
+        if opts.backend() == Backend::Reference {
             let decode = |rows: std::ops::Range<usize>, buf: &mut [f32]| {
                 reference::rows(self, rows, buf);
             };
-            element::split(out, self.k(), opts.threads, &decode);
+            element::split(out, self.k(), opts.threads(), &decode);
             return Ok(());
         }
         let plan = self.plan()?;
@@ -65,7 +65,7 @@ impl QuantLinear<'_> {
             };
             format!("{:?} {map} {}", self.scheme(), std::any::type_name::<T>())
         };
-        let (pick, timed) = match opts.backend {
+        let (pick, timed) = match opts.backend() {
             Backend::Jit => (Pick::Jit, false),
             Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&key()),
             _ => (Pick::Generated, false),
@@ -75,7 +75,7 @@ impl QuantLinear<'_> {
             Pick::Jit => match self.run_jit(&plan, out, opts) {
                 Ok(()) => Pick::Jit,
                 // `auto` falls back to the generated driver where the JIT cannot compile.
-                Err(_) if opts.backend == Backend::Auto => self.run_generated(&plan, out, opts),
+                Err(_) if opts.backend() == Backend::Auto => self.run_generated(&plan, out, opts),
                 Err(e) => return Err(e),
             },
             Pick::Generated => self.run_generated(&plan, out, opts),
@@ -96,7 +96,7 @@ impl QuantLinear<'_> {
             plan.run(rows, part)
                 .expect("rows split inside 0..N, with K elements each");
         };
-        element::split_direct(out, self.k(), opts.threads, &decode);
+        element::split_direct(out, self.k(), opts.threads(), &decode);
         Pick::Generated
     }
 
@@ -113,7 +113,7 @@ impl QuantLinear<'_> {
             jit.run(plan, rows, part)
                 .expect("rows split inside 0..N, with K elements each; compiled above");
         };
-        element::split_direct(out, self.k(), opts.threads, &decode);
+        element::split_direct(out, self.k(), opts.threads(), &decode);
         Ok(())
     }
 }

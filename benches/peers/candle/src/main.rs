@@ -143,10 +143,7 @@ fn dq_times(
     [Backend::Reference, Backend::Generated, Backend::Jit]
         .into_iter()
         .map(|b| {
-            let opts = Options {
-                backend: b,
-                threads: 1,
-            };
+            let opts = Options::new().with_backend(b).with_threads(1);
             let r = match g.dequantize(info, ys, &opts) {
                 Ok(()) => Ok(median(t, || {
                     g.dequantize(info, ys, &opts).expect("ran once")
