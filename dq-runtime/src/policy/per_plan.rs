@@ -4,11 +4,9 @@
 //! depends on its own work. Measured on AMD EPYC (Zen 3), 4096x4096, one thread:
 //! s8 -> f32 ran 3.9 ms with non-temporal stores and 4.9 ms with prefetching,
 //! u4 -> f16 (group 1x128) the other way round, 3.2-3.4 ms against 2.4 ms. So
-//! while no override is in force (`DQ_STORE`, [`set_large_store`]), the first
+//! while no override is in force (`DQ_STORE`, or a test's), the first
 //! large calls of each (plan, backend) take every strategy in turn, [`ROUNDS`]
 //! timed calls each, and the fastest is kept for that key.
-//!
-//! [`set_large_store`]: super::set_large_store
 
 use core::cell::Cell;
 
