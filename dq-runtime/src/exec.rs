@@ -515,7 +515,8 @@ fn spread(n: usize, unit: usize, out_bytes: usize, threads: usize, step: &mut dy
 }
 
 /// Fills `out`, whole units of `per_unit` elements, on up to `threads` threads of
-/// the pool [`Job::run_parallel`] uses and as it decides ([`spread`]):
+/// the pool [`Job::run_parallel`] uses, split as it splits (probe, then the
+/// threads that pay; work too small for any wake-up on the caller's thread):
 /// `fill(first, part)` writes `part`, the units from unit `first` on. Each unit
 /// is written by one call, so the bits do not depend on the thread count; a
 /// trailing partial unit is not written.
