@@ -68,6 +68,8 @@ fn assert_bits(got: &[Vec<u32>; 3], want: &[Vec<u32>; 3], k: usize, what: &str) 
 
 #[test]
 fn every_fixture_linear_on_every_isa_equals_the_reference_outputs() {
+    // Forced chunks: the facade's thread counts split these small tensors too.
+    let _chunks = support::paths::force_chunks(256);
     for case in CASES {
         let path = fixtures().join(case);
         let ckpt = Checkpoint::open(&path).unwrap();
@@ -314,5 +316,20 @@ fn every_scheme_is_drawn_by_the_random_test() {
     // Each directory fixture once, so no scheme depends on the proptest's draws.
     for (i, case) in directory_cases().into_iter().enumerate() {
         check_random(case, 0x5eed + i as u64);
+    }
+}
+
+/// The generated driver's AVX-512 VBMI fast path for 4-bit linears
+/// (`dq_runtime::linear::wide`): its unit tests there skip on a CPU without it;
+/// under `DQ_REQUIRE_ALL_PATHS=1` (CI) that is a failure, here.
+#[test]
+fn the_wide_linear_path_runs_here() {
+    #[cfg(target_arch = "x86_64")]
+    let runs =
+        dq::arch::Isa::Avx512.available() && std::arch::is_x86_feature_detected!("avx512vbmi");
+    #[cfg(not(target_arch = "x86_64"))]
+    let runs = false;
+    if !runs {
+        support::path_unavailable("linear::wide fast path (AVX-512 VBMI): its unit tests skipped");
     }
 }

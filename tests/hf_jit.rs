@@ -115,6 +115,8 @@ fn generated(l: &Linear<'_>, rows: std::ops::Range<usize>) -> Bits {
 
 #[test]
 fn every_fixture_linear_through_the_jit_equals_the_reference_outputs() {
+    // Forced chunks: the facade's thread counts split these small tensors too.
+    let _chunks = support::paths::force_chunks(256);
     for case in CASES {
         let path = fixtures().join(case);
         let ckpt = Checkpoint::open(&path).unwrap();

@@ -3,7 +3,7 @@
 
 use core::marker::PhantomData;
 use core::ops::Range;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -302,6 +302,8 @@ impl<'a> Job<'a> {
     /// split over as many threads as [`policy::threads_for`] says pay for waking
     /// them (the pool's wake-up measured once per pool), so a split is never
     /// slower than one thread by more than noise; one thread runs the rest itself.
+    /// Work too small to pay for any wake-up runs in one call ([`fill_parallel`]
+    /// splits the same way).
     ///
     /// # Errors
     /// [`Error::ZeroThreads`], or the kernel's refusal.
@@ -321,8 +323,8 @@ impl<'a> Job<'a> {
         Ok(())
     }
 
-    /// [`run_parallel`](Self::run_parallel)'s split, every part storing large
-    /// outputs as `store` (when set).
+    /// [`run_parallel`](Self::run_parallel)'s split ([`spread`]), every part
+    /// storing large outputs as `store` (when set).
     fn split_run(
         &mut self,
         kernel: &dyn Kernel,
@@ -330,67 +332,18 @@ impl<'a> Job<'a> {
         store: Option<policy::StoreStrategy>,
     ) {
         let n = self.plan.numel();
-        let forced =
-            FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
-        // The probe's elements (none when forced), and the rest.
-        let start = if forced { 0 } else { PROBE.min(n) };
-        let rest = n - start;
-        // More threads than chunks would idle; bounding the pool by the work also
-        // bounds what a huge requested count can spawn.
-        let mut threads = threads.min(split(rest, threads).len());
-        let wake = match threads {
-            2.. if !forced => pool(threads).map_or(f64::INFINITY, |(_, wake)| wake),
-            _ => f64::INFINITY,
-        };
         let out_bytes = self.plan.lowering().output_bytes();
-        if !forced && !ALWAYS_PROBE.get() && !policy::is_large_output(out_bytes) {
-            // Work that cannot pay for a wake-up even at the fastest speed any
-            // kernel writes its output: one call, no probe (two calls instead of
-            // one cost small plans up to 40%). Not for an output whose lines come
-            // from memory, which no kernel writes at that speed: on a 2-vCPU AMD
-            // EPYC (Zen 4) VM with a slow pool wake-up, u4 -> f16 4096x4096 fell
-            // under this floor and never split (BENCHMARKS.md).
-            let bytes = out_bytes as f64;
-            let floor = policy::FASTEST_NS_PER_BYTE * bytes / n.max(1) as f64;
-            if policy::threads_for(n, floor, wake, threads) < 2 {
-                return policy::with_call_store(store, || {
-                    // SAFETY: the whole plan, `supports` said yes, and `&mut self`
-                    // keeps every other run of this job out while this lasts.
-                    unsafe { kernel.run(self, 0..n) }
-                });
-            }
-        }
-        if !forced {
-            let t = Instant::now();
-            policy::with_call_store(store, || {
-                // SAFETY: `0..start` is inside the plan, `supports` said yes, and
-                // `&mut self` keeps every other run of this job out while this lasts.
-                unsafe { kernel.run(self, 0..start) }
-            });
-            let ns = t.elapsed().as_nanos() as f64 / start as f64;
-            threads = policy::threads_for(rest, ns, wake, threads);
-        }
-        let pool = (threads > 1).then(|| pool(threads)).flatten();
-        let Some((pool, _)) = pool else {
-            // One thread, or no threads to be had: the same bits on this thread.
-            return policy::with_call_store(store, || {
-                // SAFETY: as for the probe; `start..n` is the rest of the plan.
-                unsafe { kernel.run(self, start..n) }
-            });
-        };
-        let chunks: Vec<_> = (split(rest, threads).into_iter())
-            .map(|r| r.start + start..r.end + start)
-            .collect();
         let job = &*self;
-        pool.install(|| {
-            chunks.into_par_iter().for_each(|r| {
-                policy::with_call_store(store, || {
-                    // SAFETY: the chunks of `split`, moved past the probe, are
-                    // disjoint and inside the plan, `supports` said yes, and `&mut
-                    // self` keeps every other run of this job out while these last.
-                    unsafe { kernel.run(job, r) }
-                })
-            })
+        // SAFETY (both arms): `spread` hands out ranges inside `0..n` that are
+        // pairwise disjoint, `supports` said yes, and `&mut self` keeps every
+        // other run of this job out while these last.
+        spread(n, 1, out_bytes, threads, &mut |step| match step {
+            Step::Here(r) => policy::with_call_store(store, || unsafe { kernel.run(job, r) }),
+            Step::Pool(pool, chunks) => pool.install(|| {
+                chunks
+                    .into_par_iter()
+                    .for_each(|r| policy::with_call_store(store, || unsafe { kernel.run(job, r) }))
+            }),
         });
     }
 
@@ -493,6 +446,138 @@ impl<'j, 'a> JobPart<'j, 'a> {
     }
 }
 
+/// Where [`spread`] runs a part of the work.
+enum Step<'p> {
+    /// On the caller's thread.
+    Here(Range<usize>),
+    /// These disjoint chunks, in order, on the pool's threads.
+    Pool(&'p rayon::ThreadPool, Vec<Range<usize>>),
+}
+
+/// Runs elements `0..n` (whole units of `unit` elements; `n` a multiple of it)
+/// whose output is `out_bytes`, on up to `threads` threads: every range `step`
+/// gets is cut at units, and together they cover `0..n` once, in order.
+///
+/// The first [`PROBE`] elements run on the caller's thread, timed; the rest is
+/// split over as many threads as [`policy::threads_for`] says pay for waking
+/// them (the pool's wake-up measured once per pool), so a split is never slower
+/// than one thread by more than noise. Work that cannot pay for a wake-up even
+/// at the fastest speed any kernel writes ([`policy::FASTEST_NS_PER_BYTE`]) runs
+/// in one step, unprobed, on the caller's thread: tiny tensors cost no dispatch.
+fn spread(n: usize, unit: usize, out_bytes: usize, threads: usize, step: &mut dyn FnMut(Step<'_>)) {
+    let unit = unit.max(1);
+    let forced = FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
+    // The probe's elements (none when forced), and the rest.
+    let start = if forced {
+        0
+    } else {
+        PROBE.next_multiple_of(unit).min(n)
+    };
+    let rest = n - start;
+    // More threads than chunks would idle; bounding the pool by the work also
+    // bounds what a huge requested count can spawn.
+    let mut threads = threads.min(split_units(rest, threads, unit).len());
+    let wake = match threads {
+        2.. if !forced => pool(threads).map_or(f64::INFINITY, |(_, wake)| wake),
+        _ => f64::INFINITY,
+    };
+    if !forced && !ALWAYS_PROBE.get() && !policy::is_large_output(out_bytes) {
+        // Work that cannot pay for a wake-up even at the fastest speed any
+        // kernel writes its output: one call, no probe (two calls instead of
+        // one cost small plans up to 40%). Not for an output whose lines come
+        // from memory, which no kernel writes at that speed: on a 2-vCPU AMD
+        // EPYC (Zen 4) VM with a slow pool wake-up, u4 -> f16 4096x4096 fell
+        // under this floor and never split (BENCHMARKS.md).
+        let floor = policy::FASTEST_NS_PER_BYTE * out_bytes as f64 / n.max(1) as f64;
+        if policy::threads_for(n, floor, wake, threads) < 2 {
+            return step(Step::Here(0..n));
+        }
+    }
+    if !forced {
+        let t = Instant::now();
+        step(Step::Here(0..start));
+        let ns = t.elapsed().as_nanos() as f64 / start.max(1) as f64;
+        threads = policy::threads_for(rest, ns, wake, threads);
+    }
+    let pool = (threads > 1).then(|| pool(threads)).flatten();
+    let Some((pool, _)) = pool else {
+        // One thread, or no threads to be had: the same bits on this thread.
+        if rest > 0 {
+            step(Step::Here(start..n));
+        }
+        return;
+    };
+    let chunks: Vec<_> = (split_units(rest, threads, unit).into_iter())
+        .map(|r| r.start + start..r.end + start)
+        .collect();
+    DISPATCHES.fetch_add(1, Ordering::Relaxed);
+    step(Step::Pool(&pool, chunks));
+}
+
+/// Fills `out`, whole units of `per_unit` elements, on up to `threads` threads of
+/// the pool [`Job::run_parallel`] uses, split as it splits (probe, then the
+/// threads that pay; work too small for any wake-up on the caller's thread):
+/// `fill(first, part)` writes `part`, the units from unit `first` on. Each unit
+/// is written by one call, so the bits do not depend on the thread count; a
+/// trailing partial unit is not written.
+///
+/// ```
+/// let mut out = vec![0u32; 3 * 1000];
+/// dq_runtime::exec::fill_parallel(&mut out, 3, 2, &|first, part| {
+///     for (i, u) in part.chunks_mut(3).enumerate() {
+///         u.fill((first + i) as u32);
+///     }
+/// });
+/// assert_eq!(out[3 * 999], 999);
+/// ```
+pub fn fill_parallel<T: Send>(
+    out: &mut [T],
+    per_unit: usize,
+    threads: usize,
+    fill: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
+    if per_unit == 0 || out.len() < per_unit {
+        return;
+    }
+    let n = out.len() / per_unit * per_unit;
+    let out = &mut out[..n];
+    if threads <= 1 {
+        return fill(0, out);
+    }
+    let bytes = core::mem::size_of_val(out);
+    let mut out = Some(out);
+    let mut done = 0;
+    spread(n, per_unit, bytes, threads.max(1), &mut |step| {
+        let Some(rest) = out.take() else { return };
+        match step {
+            Step::Here(r) => {
+                let (part, tail) = rest.split_at_mut(r.len());
+                fill(done / per_unit, part);
+                done = r.end;
+                out = Some(tail);
+            }
+            Step::Pool(pool, chunks) => {
+                let mut tail = rest;
+                let mut parts = Vec::with_capacity(chunks.len());
+                for r in chunks {
+                    let (part, t) = tail.split_at_mut(r.len());
+                    parts.push((r.start / per_unit, part));
+                    tail = t;
+                }
+                pool.install(|| parts.into_par_iter().for_each(|(f, p)| fill(f, p)));
+            }
+        }
+    });
+}
+
+/// Work handed to a pool's threads so far in this process ([`Job::run_parallel`],
+/// [`fill_parallel`]): work run on the caller's thread alone does not count.
+pub fn dispatches() -> u64 {
+    DISPATCHES.load(Ordering::Relaxed)
+}
+
+static DISPATCHES: AtomicU64 = AtomicU64::new(0);
+
 /// Smallest chunk worth a task, in elements.
 const MIN_CHUNK: usize = 1 << 15;
 
@@ -501,30 +586,30 @@ const MIN_CHUNK: usize = 1 << 15;
 pub const PROBE: usize = 1 << 14;
 
 thread_local! {
-    /// Whether [`always_probe`] is on for this thread.
+    /// Whether `always_probe` (feature `testing`) is on for this thread.
     static ALWAYS_PROBE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
 /// Test hook: [`Job::run_parallel`] called on this thread times its probe
 /// whatever the plan's size (no one-call shortcut for small work); `false`
 /// restores it. Per thread, so concurrent tests are not affected.
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub fn always_probe(on: bool) {
     ALWAYS_PROBE.set(on);
 }
 
-/// Whether [`force_split`] is on.
+/// Whether `force_split` (feature `testing`) is on.
 static FORCED_SPLIT: AtomicBool = AtomicBool::new(false);
 
 /// Test hook: [`Job::run_parallel`] splits over every requested thread whatever
 /// the work's measured cost (no probe), for the whole process; `false` restores
 /// the measured choice. Results are the same bits either way.
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub fn force_split(on: bool) {
     FORCED_SPLIT.store(on, Ordering::Relaxed);
 }
 
-/// The chunk length [`force_chunk`] set for the process (0: none).
+/// The chunk length `force_chunk` (feature `testing`) set for the process (0: none).
 static FORCED_CHUNK: AtomicUsize = AtomicUsize::new(0);
 
 /// Test hook: [`split`] (so [`Job::run_parallel`], whatever the backend) cuts
@@ -532,20 +617,26 @@ static FORCED_CHUNK: AtomicUsize = AtomicUsize::new(0);
 /// not, so parallel runs split at every size, over every requested thread (no
 /// probe, as [`force_split`]); `None` restores the default. Results are the same
 /// bits either way.
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub fn force_chunk(elements: Option<usize>) {
     FORCED_CHUNK.store(elements.unwrap_or(0), Ordering::Relaxed);
 }
 
 /// Splits `0..n` into about four chunks per thread, each a multiple of 64 elements
-/// (so threads do not share dst cache lines in dense layouts), or as [`force_chunk`]
-/// says.
+/// (so threads do not share dst cache lines in dense layouts), or as the
+/// `force_chunk` test hook says.
 pub fn split(n: usize, threads: usize) -> Vec<Range<usize>> {
+    split_units(n, threads, 1)
+}
+
+/// [`split`] with every chunk also a multiple of `unit` elements.
+fn split_units(n: usize, threads: usize, unit: usize) -> Vec<Range<usize>> {
     let want = threads.saturating_mul(4).max(1);
     let size = match FORCED_CHUNK.load(Ordering::Relaxed) {
         0 => n.div_ceil(want).max(MIN_CHUNK).next_multiple_of(64),
         forced => forced,
     };
+    let size = size.next_multiple_of(unit.max(1));
     (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect()
 }
 
@@ -734,8 +825,12 @@ mod tests {
         assert_eq!(whole, parts);
     }
 
+    /// Held by the tests that force chunks (a process-wide switch).
+    static FORCING: Mutex<()> = Mutex::new(());
+
     #[test]
     fn forced_chunks_are_cut_exactly_then_restored() {
+        let _forced = FORCING.lock().unwrap_or_else(|e| e.into_inner());
         force_chunk(Some(7));
         assert_eq!(split(20, 2), [0..7, 7..14, 14..20]);
         assert_eq!(split(5, 1), vec![Range { start: 0, end: 5 }]);
@@ -756,6 +851,49 @@ mod tests {
             }
         }
         always_probe(false);
+    }
+
+    /// Units `u` of `per` elements hold `u`: where they landed, and on which threads.
+    fn fill_units(units: usize, per: usize, threads: usize) -> (Vec<usize>, usize) {
+        let seen = Mutex::new(std::collections::HashSet::new());
+        let mut out = vec![usize::MAX; units * per + per / 2];
+        fill_parallel(&mut out, per, threads, &|first, part| {
+            assert_eq!(part.len() % per, 0, "whole units");
+            for (i, u) in part.chunks_mut(per).enumerate() {
+                u.fill(first + i);
+            }
+            seen.lock().unwrap().insert(std::thread::current().id());
+        });
+        let tail = out.split_off(units * per);
+        assert!(
+            tail.iter().all(|&x| x == usize::MAX),
+            "a partial unit is left"
+        );
+        (out, seen.into_inner().unwrap().len())
+    }
+
+    #[test]
+    fn fill_parallel_writes_every_unit_once_split_or_not() {
+        for (units, per) in [(0, 3), (1, 1), (7, 5), (1000, 3), (PROBE / 4 + 9, 17)] {
+            let want: Vec<usize> = (0..units)
+                .flat_map(|u| std::iter::repeat_n(u, per))
+                .collect();
+            for threads in [1, 2, 3, 64] {
+                assert_eq!(
+                    fill_units(units, per, threads).0,
+                    want,
+                    "{units}x{per} {threads}"
+                );
+            }
+            // Forced chunks of 7 elements: cut at whole units all the same.
+            let _forced = FORCING.lock().unwrap_or_else(|e| e.into_inner());
+            force_chunk(Some(7));
+            let (got, _) = fill_units(units, per, 3);
+            force_chunk(None);
+            assert_eq!(got, want, "{units}x{per} forced");
+        }
+        // Too small to pay for a wake-up: the caller's thread alone.
+        assert_eq!(fill_units(100, 4, 8).1, 1);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod backend;
 pub mod block;
 pub mod convert;
 pub mod dtype;
+pub mod env;
 pub mod error;
 pub mod exec;
 pub mod formula;

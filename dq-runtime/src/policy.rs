@@ -63,9 +63,9 @@ impl StoreStrategy {
 /// How the strategy for large outputs in force was chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreSource {
-    /// `DQ_STORE` (or `DQ_STREAM`).
+    /// `DQ_STORE` (or `DQ_STREAM`, see [`crate::env`]).
     Env,
-    /// [`set_large_store`].
+    /// Set by a test (`set_large_store`, feature `testing`).
     Set,
     /// Timed on this machine at first use: median ns of one calibration write per
     /// strategy, in [`StoreStrategy::ALL`] order (see [`calibrate`]).
@@ -76,9 +76,8 @@ pub enum StoreSource {
 }
 
 /// The strategy for outputs larger than half the last-level cache, for the whole
-/// process: [`set_large_store`], else `DQ_STORE=plain|prefetch|nontemporal`
-/// (`DQ_STREAM=1` or `on` is the older spelling of `nontemporal`), read once, else
-/// the fastest on this machine, timed once at first use ([`calibrate`]).
+/// process: `DQ_STORE=plain|prefetch|nontemporal` ([`crate::env`]), else the
+/// fastest on this machine, timed once at first use ([`calibrate`]).
 pub fn large_store() -> StoreStrategy {
     match StoreStrategy::ALL.get(LARGE_STORE.load(Ordering::Relaxed) as usize) {
         Some(&s) => s,
@@ -90,7 +89,7 @@ pub fn large_store() -> StoreStrategy {
 pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     let how = *source.get_or_insert_with(|| {
-        let (s, how) = decide(from_env(), calibrate::calibrate);
+        let (s, how) = decide(crate::env::store(), calibrate::calibrate);
         LARGE_STORE.store(s as u8, Ordering::Relaxed);
         how
     });
@@ -98,8 +97,9 @@ pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     (s, how)
 }
 
-/// Sets the strategy for large outputs for the whole process (overrides the
-/// environment and the measurement).
+/// Test hook: sets the strategy for large outputs for the whole process
+/// (overrides the environment and the measurement).
+#[cfg(any(test, feature = "testing"))]
 pub fn set_large_store(s: StoreStrategy) {
     let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     LARGE_STORE.store(s as u8, Ordering::Relaxed);
@@ -120,13 +120,13 @@ pub fn store_for(bytes: usize) -> StoreStrategy {
 }
 
 /// True when an output of `bytes` is large (its lines come from memory): more than
-/// half the last-level cache, or the [`set_large_output`] hook's threshold.
+/// half the last-level cache, or the `set_large_output` test hook's threshold.
 pub fn is_large_output(bytes: usize) -> bool {
     bytes > large_output()
 }
 
 /// Outputs of more bytes than this are large: half the last-level cache, or the
-/// [`set_large_output`] hook.
+/// `set_large_output` test hook.
 fn large_output() -> usize {
     match LARGE_OUTPUT.load(Ordering::Relaxed) {
         usize::MAX => arch::llc_bytes() / 2,
@@ -136,7 +136,7 @@ fn large_output() -> usize {
 
 /// The strategy one call of a plan (`key()`: the plan and backend) with an output
 /// of `bytes` runs with, and whether to time it for [`report_store`]; `None` for a
-/// small output or while `DQ_STORE` / [`set_large_store`] fixes the strategy.
+/// small output or while `DQ_STORE` (or a test hook) fixes the strategy.
 ///
 /// The first large calls of each key take plain, prefetch and non-temporal stores
 /// in turn ([`ROUNDS`] timed calls each); then the fastest by median is kept for
@@ -185,12 +185,12 @@ pub fn threads_for(elements: usize, ns_per_element: f64, wake_ns: f64, threads: 
 /// Test hook: outputs larger than `bytes` (not half the last-level cache) count as
 /// large in [`store_for`] for the whole process, so the large-output store paths
 /// run on small tests; `None` restores the default.
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub fn set_large_output(bytes: Option<usize>) {
     LARGE_OUTPUT.store(bytes.unwrap_or(usize::MAX), Ordering::Relaxed);
 }
 
-/// The [`set_large_output`] threshold, `usize::MAX` when unset.
+/// The `set_large_output` threshold, `usize::MAX` when unset.
 static LARGE_OUTPUT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// [`StoreStrategy`] as u8, or `u8::MAX` before it is chosen.
@@ -198,21 +198,6 @@ static LARGE_STORE: AtomicU8 = AtomicU8::new(u8::MAX);
 
 /// How [`LARGE_STORE`] was chosen; `None` before it is. Held while choosing.
 static SOURCE: Mutex<Option<StoreSource>> = Mutex::new(None);
-
-/// The strategy the environment names, if any: `DQ_STORE`, else `DQ_STREAM`.
-fn from_env() -> Option<StoreStrategy> {
-    let store = std::env::var("DQ_STORE").ok();
-    let stream = std::env::var("DQ_STREAM").ok();
-    parse_env(store.as_deref(), stream.as_deref())
-}
-
-/// [`from_env`] on the values `DQ_STORE` and `DQ_STREAM` have (`None`: unset).
-fn parse_env(store: Option<&str>, stream: Option<&str>) -> Option<StoreStrategy> {
-    if let Some(v) = store {
-        return StoreStrategy::parse(v);
-    }
-    matches!(stream, Some("1" | "on")).then_some(StoreStrategy::NonTemporal)
-}
 
 /// The strategy the environment names (`env`), else the fastest that `measure`
 /// times; and how it was chosen. `measure` runs only without `env`.
@@ -269,11 +254,6 @@ mod tests {
     #[test]
     fn the_environment_overrides_the_measurement() {
         use StoreStrategy::{NonTemporal, Plain, Prefetch};
-        assert_eq!(parse_env(Some("plain"), Some("1")), Some(Plain));
-        assert_eq!(parse_env(None, Some("1")), Some(NonTemporal));
-        assert_eq!(parse_env(None, Some("on")), Some(NonTemporal));
-        assert_eq!(parse_env(None, Some("0")), None);
-        assert_eq!(parse_env(None, None), None);
         let never = || -> [u64; 3] { panic!("measured despite the environment") };
         assert_eq!(decide(Some(Plain), never), (Plain, StoreSource::Env));
         let ns = [300, 200, 100];

@@ -1,11 +1,13 @@
-//! Choices made by timing real calls: per key, each of `N` candidates is timed
-//! until every one has [`Rules::rounds`] timings; then one is chosen for the key
-//! for good, a default unless another beats it by more than
-//! [`Rules::margin_percent`] (timing noise must not flip a choice).
+//! Choices made by timing real calls, the one mechanism behind every tuning
+//! choice dq makes while it runs: per key, each of `N` candidates is timed until
+//! every one has [`Rules::rounds`] timings; then one is chosen for the key for
+//! good, a default unless another beats it by more than [`Rules::margin_percent`]
+//! (timing noise must not flip a choice).
 //!
-//! The block forms ([`crate::block`]), the store strategy per plan
-//! ([`crate::policy::race_store`]) and, in the `dq` crate, the backend per kind
-//! of checkpoint tensor are such races.
+//! Such races: the block forms ([`crate::block`]), the store strategy per plan
+//! ([`crate::policy::race_store`]), `auto`'s kernel per plan
+//! ([`crate::backend::Race`], a keyless [`Race`]) and, in the `dq` crate, the
+//! backend per kind of checkpoint tensor.
 //!
 //! ```
 //! use dq_runtime::races::{Races, Rules, Stat};
@@ -21,7 +23,8 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard};
+use std::num::NonZeroUsize;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Which figure of a candidate's timings counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,26 +46,139 @@ pub struct Rules {
     pub stat: Stat,
 }
 
-/// A key's timings so far (ns per element, per candidate), or its choice.
-type Entry<const N: usize> = Result<usize, [Vec<f64>; N]>;
+impl Rules {
+    /// The figure of `timings` these rules compare (`None` without timings).
+    pub fn figure(&self, timings: &[f64]) -> Option<f64> {
+        let mut v = timings.to_vec();
+        v.sort_by(f64::total_cmp);
+        let at = match self.stat {
+            Stat::Fastest => 0,
+            Stat::Median => v.len() / 2,
+        };
+        v.get(at).copied()
+    }
+}
 
-/// Races between candidates `0..N`, by key.
+/// One race's timings so far: ns per element, per candidate.
+#[derive(Clone, Debug)]
+struct Tally(Vec<Vec<f64>>);
+
+impl Tally {
+    fn new(candidates: usize) -> Tally {
+        Tally(vec![Vec::new(); candidates])
+    }
+
+    /// The first candidate with the fewest timings.
+    fn next(&self) -> usize {
+        (0..self.0.len())
+            .min_by_key(|&c| self.0[c].len())
+            .unwrap_or(0)
+    }
+
+    /// Adds a timing of `candidate` (out of range, or beyond its rounds:
+    /// ignored, so concurrent calls of one candidate do not give it more
+    /// chances); once every candidate has its rounds, the choice ([`choose`]).
+    fn add(&mut self, rules: &Rules, candidate: usize, ns: f64, default: usize) -> Option<usize> {
+        let v = self.0.get_mut(candidate)?;
+        if v.len() < rules.rounds.max(1) {
+            v.push(ns);
+        }
+        let done = self.0.iter().all(|v| v.len() >= rules.rounds);
+        done.then(|| choose(rules, &self.0, default))
+    }
+}
+
+/// One race between candidates `0..n`: the same protocol as [`Races`] without a
+/// key (the race of one thing, e.g. `auto`'s kernels for one plan). Once chosen,
+/// [`next`](Self::next) and [`chosen`](Self::chosen) take no lock.
+#[derive(Debug)]
+pub struct Race {
+    rules: Rules,
+    tally: Mutex<Tally>,
+    choice: OnceLock<usize>,
+}
+
+impl Race {
+    /// A race between `candidates` candidates (at least one), none timed yet.
+    pub fn new(rules: Rules, candidates: NonZeroUsize) -> Race {
+        Race {
+            rules,
+            tally: Mutex::new(Tally::new(candidates.get())),
+            choice: OnceLock::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rules it runs by.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The candidate for the next call and whether to time it: the choice,
+    /// untimed, once made; else the first with the fewest timings.
+    pub fn next(&self) -> (usize, bool) {
+        match self.chosen() {
+            Some(c) => (c, false),
+            None => (self.lock().next(), true),
+        }
+    }
+
+    /// Records a timed call of `candidate`; the last timing needed decides,
+    /// keeping `default` unless another beats it ([`choose`]). Late reports
+    /// change nothing.
+    pub fn report(&self, candidate: usize, ns_per_element: f64, default: usize) {
+        if self.chosen().is_some() {
+            return;
+        }
+        let mut tally = self.lock();
+        if let Some(c) = tally.add(&self.rules, candidate, ns_per_element, default) {
+            // Under the lock: the first decision is the only one.
+            let _ = self.choice.set(c);
+        }
+    }
+
+    /// The choice, once the race is over.
+    pub fn chosen(&self) -> Option<usize> {
+        self.choice.get().copied()
+    }
+
+    /// Each candidate's figure so far by the rules' [`Stat`], in ns per element
+    /// (`None` before its first timing).
+    pub fn figures(&self) -> Vec<Option<f64>> {
+        let tally = self.lock();
+        tally.0.iter().map(|v| self.rules.figure(v)).collect()
+    }
+}
+
+/// A key's timings so far, or its choice.
+type Entry = Result<usize, Tally>;
+
+/// Races between candidates `0..N` (at least one), by key.
 pub struct Races<K, const N: usize> {
     rules: Rules,
-    map: Mutex<Option<HashMap<K, Entry<N>>>>,
+    map: Mutex<Option<HashMap<K, Entry>>>,
 }
 
 impl<K: Eq + Hash, const N: usize> Races<K, N> {
     /// No race run yet.
     pub const fn new(rules: Rules) -> Self {
+        const { assert!(N > 0, "a race needs a candidate") };
         Races {
             rules,
             map: Mutex::new(None),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<HashMap<K, Entry<N>>>> {
+    fn lock(&self) -> MutexGuard<'_, Option<HashMap<K, Entry>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rules its races run by.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// The candidate for the next call of `key` and whether to time it: the
@@ -73,7 +189,7 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
     {
         match self.lock().as_ref().and_then(|m| m.get(key)) {
             Some(Ok(c)) => (*c, false),
-            Some(Err(s)) => ((0..N).min_by_key(|&c| s[c].len()).unwrap_or(0), true),
+            Some(Err(t)) => (t.next(), true),
             None => (0, true),
         }
     }
@@ -89,16 +205,15 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
         let mut map = self.lock();
         let map = map.get_or_insert_with(HashMap::new);
         if !map.contains_key(key) {
-            map.insert(key.to_owned(), Err(std::array::from_fn(|_| Vec::new())));
+            map.insert(key.to_owned(), Err(Tally::new(N)));
         }
         let Some(entry) = map.get_mut(key) else {
             return;
         };
-        if let Err(s) = entry {
-            s[candidate % N].push(ns_per_element);
-            if s.iter().all(|v| v.len() >= self.rules.rounds) {
-                *entry = Ok(choose(&self.rules, s, default));
-            }
+        if let Err(t) = entry
+            && let Some(c) = t.add(&self.rules, candidate, ns_per_element, default)
+        {
+            *entry = Ok(c);
         }
     }
 
@@ -127,23 +242,16 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
 /// `default`'s by more than the margin, else `default`. A candidate without
 /// timings counts as infinitely slow.
 pub fn choose(rules: &Rules, s: &[Vec<f64>], default: usize) -> usize {
-    let figure = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let at = match rules.stat {
-            Stat::Fastest => 0,
-            Stat::Median => v.len() / 2,
-        };
-        v.get(at).copied().unwrap_or(f64::INFINITY)
-    };
-    let f: Vec<f64> = s.iter().map(|v| figure(v)).collect();
+    let f: Vec<f64> = (s.iter())
+        .map(|v| rules.figure(v).unwrap_or(f64::INFINITY))
+        .collect();
     let best = (0..f.len())
         .min_by(|&a, &b| f[a].total_cmp(&f[b]))
         .unwrap_or(default);
-    if f[best] < f[default] * (1.0 - rules.margin_percent / 100.0) {
-        best
-    } else {
-        default
+    match (f.get(best), f.get(default)) {
+        (Some(b), Some(d)) if *b < d * (1.0 - rules.margin_percent / 100.0) => best,
+        (Some(_), None) => best,
+        _ => default,
     }
 }
 
@@ -193,5 +301,39 @@ mod tests {
         assert_eq!(races.chosen("k"), Some(1));
         assert_eq!(races.settled(), vec![("k".to_owned(), 1)]);
         assert_eq!(races.next("other"), (0, true));
+    }
+
+    #[test]
+    fn a_keyless_race_runs_the_same_protocol() {
+        let race = Race::new(FASTEST, NonZeroUsize::new(2).unwrap());
+        assert_eq!(race.figures(), [None, None]);
+        for _ in 0..FASTEST.rounds {
+            for c in [0, 1] {
+                assert_eq!(race.chosen(), None);
+                assert_eq!(race.next(), (c, true));
+                race.report(c, [2.0, 1.5][c], 0);
+            }
+        }
+        assert_eq!(race.next(), (1, false));
+        assert_eq!(race.figures(), [Some(2.0), Some(1.5)]);
+        // Late and out-of-range reports change nothing.
+        race.report(0, 0.1, 0);
+        race.report(7, 0.1, 0);
+        assert_eq!((race.chosen(), race.figures()[0]), (Some(1), Some(2.0)));
+    }
+
+    #[test]
+    fn timings_beyond_a_candidates_rounds_do_not_count() {
+        let race = Race::new(FASTEST, NonZeroUsize::new(2).unwrap());
+        // Concurrent calls of candidate 0: only its first rounds count.
+        for ns in [3.0, 3.0, 3.0, 0.5] {
+            race.report(0, ns, 0);
+        }
+        assert_eq!(race.next(), (1, true));
+        for _ in 0..FASTEST.rounds {
+            race.report(1, 1.0, 0);
+        }
+        assert_eq!(race.chosen(), Some(1));
+        assert_eq!(race.figures(), [Some(3.0), Some(1.0)]);
     }
 }

@@ -1,10 +1,12 @@
 //! Output elements of the format decoders (f32, f16, bf16) and the thread split
 //! shared by [`Gguf::dequantize`](super::gguf::Gguf::dequantize) and
-//! [`QuantLinear::dequantize`](super::hf::QuantLinear::dequantize).
+//! [`QuantLinear::dequantize`](super::hf::QuantLinear::dequantize): the runtime's
+//! executor ([`dq_runtime::exec::fill_parallel`]), so a tensor too small to pay
+//! for a thread's wake-up runs on the caller's thread alone.
 
 use std::ops::Range;
 
-use dq_runtime::DType;
+use dq_runtime::{DType, exec};
 use half::{bf16, f16};
 
 mod sealed {
@@ -72,20 +74,8 @@ pub(crate) fn split<T: Element>(
     threads: usize,
     decode: &(dyn Fn(Range<usize>, &mut [f32]) + Sync),
 ) {
-    if per_unit == 0 || out.is_empty() {
-        return;
-    }
-    let units = out.len() / per_unit;
-    let threads = threads.clamp(1, units.max(1));
-    if threads == 1 {
-        return run(out, 0, per_unit, decode);
-    }
-    let per_thread = units.div_ceil(threads);
-    std::thread::scope(|s| {
-        for (i, part) in out.chunks_mut(per_thread * per_unit).enumerate() {
-            s.spawn(move || run(part, i * per_thread, per_unit, decode));
-        }
-    });
+    let fill = |first: usize, part: &mut [T]| run(part, first, per_unit, decode);
+    exec::fill_parallel(out, per_unit, threads, &fill);
 }
 
 /// Like [`split`], for a decoder that writes `T` itself: `decode(units, out)` fills
@@ -96,21 +86,8 @@ pub(crate) fn split_direct<T: Element>(
     threads: usize,
     decode: &(dyn Fn(Range<usize>, &mut [T]) + Sync),
 ) {
-    if per_unit == 0 || out.is_empty() {
-        return;
-    }
-    let units = out.len() / per_unit;
-    let threads = threads.clamp(1, units.max(1));
-    if threads == 1 {
-        return decode(0..units, out);
-    }
-    let per_thread = units.div_ceil(threads);
-    std::thread::scope(|s| {
-        for (i, part) in out.chunks_mut(per_thread * per_unit).enumerate() {
-            let first = i * per_thread;
-            s.spawn(move || decode(first..first + part.len() / per_unit, part));
-        }
-    });
+    let fill = |first: usize, part: &mut [T]| decode(first..first + part.len() / per_unit, part);
+    exec::fill_parallel(out, per_unit, threads, &fill);
 }
 
 /// Decodes the units of `out` (the first is unit `first`) on this thread: in place
@@ -143,9 +120,18 @@ mod tests {
     use super::*;
 
     /// Unit `u`'s elements are `u * 1000 + j`: every element lands where it belongs,
-    /// for any thread count, and 16-bit outputs are the rounded values.
+    /// for any thread count, split or not (forced: these outputs are too small to
+    /// split on their own), and 16-bit outputs are the rounded values.
     #[test]
     fn every_unit_is_decoded_into_its_place() {
+        for forced in [false, true] {
+            exec::force_split(forced);
+            decode_every_unit();
+        }
+        exec::force_split(false);
+    }
+
+    fn decode_every_unit() {
         let decode = |units: Range<usize>, buf: &mut [f32]| {
             let per = buf.len() / units.len();
             for (i, u) in units.enumerate() {

@@ -1,7 +1,7 @@
 //! CPU detection and the vector instruction sets the generated kernels run on.
 //!
 //! Detection happens once and is cached in an atomic. `DQ_ISA=avx512|avx2|portable`
-//! (read once) forces a lower ISA so every path can be tested on one machine.
+//! ([`crate::env`]) forces a lower ISA so every path can be tested on one machine.
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -50,8 +50,7 @@ pub fn hardware() -> Isa {
 pub fn selected() -> Isa {
     static SEL: AtomicU8 = AtomicU8::new(u8::MAX);
     cached(&SEL, || {
-        let forced = std::env::var("DQ_ISA").ok().and_then(|v| parse(&v));
-        forced.map_or(hardware(), |f| f.min(hardware()))
+        crate::env::isa().map_or(hardware(), |f| f.min(hardware()))
     })
 }
 

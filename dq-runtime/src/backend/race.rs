@@ -1,36 +1,31 @@
 //! `auto`'s choice by speed: the real calls of one plan run on each candidate
-//! kernel in turn, timed, until each has run [`Race::ROUNDS`] times; the fastest per
-//! element is the plan's kernel from then on, except that the preferred kernel
-//! (the first generated one, else the first) keeps the plan unless another beats
-//! it by more than [`Race::MARGIN_PERCENT`]: two kernels within timing noise of
-//! each other would otherwise flip from run to run.
+//! kernel in turn, timed, until each has run [`Race::ROUNDS`] times; the fastest
+//! call per element counts, and the preferred kernel (the first generated one, else
+//! the first) keeps the plan unless another beats it by more than
+//! [`Race::MARGIN_PERCENT`]: two kernels within timing noise of each other would
+//! otherwise flip from run to run. A keyless [`races::Race`] runs it.
 //!
 //! Stores: each candidate's calls take part in that candidate's own store race
 //! ([`crate::policy::race_store`]), and only calls at its settled strategy are timed for
 //! this race, so each kernel is compared at its best strategy. Once the winner is
 //! chosen, `auto` stores as the winner does ([`Kernel::store_backend`]).
 
+use core::num::NonZeroUsize;
 use core::ops::Range;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::exec::{Job, Kernel, KernelStats, run_raced};
 use crate::plan::Plan;
+use crate::races::{self, Rules, Stat};
 
 /// Kernels racing for one plan; itself a kernel that runs each call on one of them.
 pub struct Race {
     kernels: Vec<&'static dyn Kernel>,
-    /// Per kernel: the fastest timed call, in picoseconds per element
-    /// (`u64::MAX` before any).
-    best: Vec<AtomicU64>,
-    /// Per kernel: timed calls so far.
-    timed: Vec<AtomicUsize>,
-    /// Calls so far (which kernel runs next).
-    calls: AtomicUsize,
-    /// The winner's index once chosen, else `usize::MAX`.
-    winner: AtomicUsize,
+    race: races::Race,
+    /// The kernel kept unless another beats it by the margin.
+    preferred: usize,
 }
 
 impl Race {
@@ -39,18 +34,32 @@ impl Race {
 
     /// How much faster (in percent of its time) a kernel must be than the
     /// preferred one to win: more than the run-to-run noise of timed calls.
-    pub const MARGIN_PERCENT: u64 = 5;
+    pub const MARGIN_PERCENT: f64 = 5.0;
 
-    /// A race between `kernels` (at least one), none timed yet.
-    pub fn new(kernels: Vec<&'static dyn Kernel>) -> Race {
-        let n = kernels.len();
-        Race {
+    /// The rules of every such race.
+    pub const RULES: Rules = Rules {
+        rounds: Self::ROUNDS,
+        margin_percent: Self::MARGIN_PERCENT,
+        stat: Stat::Fastest,
+    };
+
+    /// A race between `kernels`, none timed yet.
+    ///
+    /// # Errors
+    /// [`Error::BackendUnavailable`] when `kernels` is empty.
+    pub fn new(kernels: Vec<&'static dyn Kernel>) -> Result<Race> {
+        let n = NonZeroUsize::new(kernels.len()).ok_or_else(|| Error::BackendUnavailable {
+            backend: Backend::Auto.name(),
+            reason: "no kernels to race".into(),
+        })?;
+        let preferred = (kernels.iter())
+            .position(|k| k.backend() == Backend::Generated)
+            .unwrap_or(0);
+        Ok(Race {
             kernels,
-            best: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
-            timed: (0..n).map(|_| AtomicUsize::new(0)).collect(),
-            calls: AtomicUsize::new(0),
-            winner: AtomicUsize::new(usize::MAX),
-        }
+            race: races::Race::new(Self::RULES, n),
+            preferred,
+        })
     }
 
     /// The kernels racing.
@@ -61,42 +70,20 @@ impl Race {
     /// The fastest timed call of each kernel so far, in picoseconds per element
     /// (`None` before any).
     pub fn times(&self) -> Vec<Option<u64>> {
-        (self.best.iter())
-            .map(|b| Some(b.load(Ordering::Relaxed)).filter(|&t| t != u64::MAX))
-            .collect()
+        let ps = |ns: f64| (ns * 1000.0).round() as u64;
+        self.race.figures().into_iter().map(|f| f.map(ps)).collect()
     }
 
-    /// Records a call of kernel `i` that took `ps_per_element`; once every kernel
+    /// Records a call of kernel `i` that took `ns_per_element`; once every kernel
     /// has [`ROUNDS`](Self::ROUNDS) calls, the winner is chosen (the preferred
     /// kernel unless another beats it by [`MARGIN_PERCENT`](Self::MARGIN_PERCENT)).
-    pub fn record(&self, i: usize, ps_per_element: u64) {
-        self.best[i].fetch_min(ps_per_element, Ordering::Relaxed);
-        self.timed[i].fetch_add(1, Ordering::Relaxed);
-        let done = (self.timed.iter()).all(|t| t.load(Ordering::Relaxed) >= Self::ROUNDS);
-        if done {
-            self.winner.store(self.choose(), Ordering::Relaxed);
-        }
-    }
-
-    /// The preferred kernel (the first generated one, else the first) unless the
-    /// fastest (the first on a tie) takes less than its time by more than
-    /// [`MARGIN_PERCENT`](Self::MARGIN_PERCENT).
-    fn choose(&self) -> usize {
-        let time = |k: usize| self.best[k].load(Ordering::Relaxed) as u128;
-        let n = self.kernels.len();
-        let fastest = (0..n).min_by_key(|&k| time(k)).unwrap_or(0);
-        let preferred = (0..n)
-            .find(|&k| self.kernels[k].backend() == Backend::Generated)
-            .unwrap_or(0);
-        let beats = time(fastest) * (100 + Self::MARGIN_PERCENT as u128) < time(preferred) * 100;
-        if beats { fastest } else { preferred }
+    pub fn record(&self, i: usize, ns_per_element: f64) {
+        self.race.report(i, ns_per_element, self.preferred);
     }
 
     /// The winning kernel, once chosen.
     pub fn winner(&self) -> Option<&'static dyn Kernel> {
-        self.kernels
-            .get(self.winner.load(Ordering::Relaxed))
-            .copied()
+        self.kernels.get(self.race.chosen()?).copied()
     }
 }
 
@@ -114,17 +101,16 @@ impl Kernel for Race {
             // SAFETY: the caller's contract; `supports` said yes for every kernel.
             return unsafe { k.run(job, range) };
         }
-        let i = self.calls.fetch_add(1, Ordering::Relaxed) % self.kernels.len();
-        let len = range.len().max(1) as u128;
+        let (i, _) = self.race.next();
+        let len = range.len().max(1) as f64;
         let t = Instant::now();
         // Each candidate stores as its own store race says (and takes part in
         // it); only calls at a settled strategy count, so each candidate is
         // timed at its best, not at whatever its store race is trying.
         // SAFETY: as above.
         let settled = unsafe { run_raced(job, self.kernels[i], range) };
-        let ps = t.elapsed().as_nanos() * 1000 / len;
         if settled {
-            self.record(i, ps.min(u64::MAX as u128 - 1) as u64);
+            self.record(i, t.elapsed().as_nanos() as f64 / len);
         }
     }
 
@@ -157,41 +143,59 @@ mod tests {
         k.is_some_and(|k| core::ptr::addr_eq(k, want))
     }
 
+    fn race(kernels: Vec<&'static dyn Kernel>) -> Race {
+        Race::new(kernels).expect("kernels to race")
+    }
+
+    #[test]
+    fn an_empty_race_is_refused() {
+        assert!(matches!(
+            Race::new(Vec::new()),
+            Err(Error::BackendUnavailable {
+                backend: "auto",
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn the_faster_measured_kernel_wins_after_every_round() {
-        let race = Race::new(vec![&A, &B]);
-        // A: 500, 90, 300 ps an element; B: 100, 120, 110.
-        for (a, b) in [(500, 100), (90, 120)] {
+        let race = race(vec![&A, &B]);
+        // A: 0.5, 0.09, 0.3 ns an element; B: 0.1, 0.12, 0.11.
+        for (a, b) in [(0.5, 0.1), (0.09, 0.12)] {
             race.record(0, a);
             race.record(1, b);
             assert!(race.winner().is_none(), "still racing");
         }
-        race.record(0, 300);
+        race.record(0, 0.3);
         assert!(race.winner().is_none(), "B has two calls");
-        race.record(1, 110);
-        assert!(is(race.winner(), &A), "A's fastest call, 90, beats B's 100");
+        race.record(1, 0.11);
+        assert!(
+            is(race.winner(), &A),
+            "A's fastest call, 90 ps, beats B's 100"
+        );
         assert_eq!(race.times(), [Some(90), Some(100)]);
     }
 
     #[test]
     fn the_slower_first_kernel_loses_by_more_than_the_margin() {
-        let race = Race::new(vec![&A, &B]);
+        let race = race(vec![&A, &B]);
         for _ in 0..Race::ROUNDS {
-            race.record(0, 200);
-            race.record(1, 190);
+            race.record(0, 200.0);
+            race.record(1, 189.0);
         }
-        // 200 > 190 * 1.05 = 199.5.
+        // 189 < 200 * 0.95 = 190.
         assert!(is(race.winner(), &B));
     }
 
     #[test]
     fn the_first_kernel_keeps_a_win_within_the_margin() {
-        let race = Race::new(vec![&A, &B]);
+        let race = race(vec![&A, &B]);
         for _ in 0..Race::ROUNDS {
-            race.record(0, 200);
-            race.record(1, 191);
+            race.record(0, 200.0);
+            race.record(1, 190.0);
         }
-        // 200 <= 191 * 1.05 = 200.55: noise, the preferred first kernel stays.
+        // 190 is not below 200 * 0.95: noise, the preferred first kernel stays.
         assert!(is(race.winner(), &A));
     }
 
@@ -214,9 +218,9 @@ mod tests {
     static JIT: Named = Named(Backend::Jit);
     static GEN: Named = Named(Backend::Generated);
 
-    fn race_of(jit: u64, generated: u64) -> Option<&'static dyn Kernel> {
+    fn race_of(jit: f64, generated: f64) -> Option<&'static dyn Kernel> {
         // The facade's order: the JIT first.
-        let race = Race::new(vec![&JIT, &GEN]);
+        let race = race(vec![&JIT, &GEN]);
         for _ in 0..Race::ROUNDS {
             race.record(0, jit);
             race.record(1, generated);
@@ -231,19 +235,19 @@ mod tests {
     #[test]
     fn generated_is_preferred_within_the_margin_wherever_it_is_listed() {
         // The JIT 4.5% faster: noise, generated stays.
-        assert!(is_named(race_of(1000, 1045), &GEN));
-        assert!(is_named(race_of(1000, 1050), &GEN));
+        assert!(is_named(race_of(955.0, 1000.0), &GEN));
+        assert!(is_named(race_of(950.0, 1000.0), &GEN));
         // The JIT more than 5% faster wins.
-        assert!(is_named(race_of(1000, 1051), &JIT));
-        assert!(is_named(race_of(500, 1000), &JIT));
+        assert!(is_named(race_of(949.0, 1000.0), &JIT));
+        assert!(is_named(race_of(500.0, 1000.0), &JIT));
         // Generated faster, by any amount, wins.
-        assert!(is_named(race_of(1000, 999), &GEN));
-        assert!(is_named(race_of(1000, 100), &GEN));
+        assert!(is_named(race_of(1000.0, 999.0), &GEN));
+        assert!(is_named(race_of(1000.0, 100.0), &GEN));
     }
 
     #[test]
     fn auto_stores_as_its_winner_once_chosen() {
-        let race = Race::new(vec![&JIT, &GEN]);
+        let race = race(vec![&JIT, &GEN]);
         assert_eq!(GEN.store_backend(), Some(Backend::Generated));
         for _ in 0..Race::ROUNDS {
             assert_eq!(
@@ -251,8 +255,8 @@ mod tests {
                 None,
                 "racing: no store race of its own"
             );
-            race.record(0, 500);
-            race.record(1, 1000);
+            race.record(0, 500.0);
+            race.record(1, 1000.0);
         }
         assert_eq!(race.store_backend(), Some(Backend::Jit));
     }

@@ -3,12 +3,9 @@
 //! The process-wide calibration times plain copies; a kernel's best strategy also
 //! depends on its own work. Measured on AMD EPYC (Zen 3): s8 -> f32 ran faster
 //! with non-temporal stores than with prefetching, u4 -> f16 (group 1x128) the
-//! other way round (BENCHMARKS.md). So
-//! while no override is in force (`DQ_STORE`, [`set_large_store`]), the first
+//! other way round (BENCHMARKS.md). So while no override is in force (`DQ_STORE`, or a test's), the first
 //! large calls of each (plan, backend) take every strategy in turn, [`ROUNDS`]
 //! timed calls each, and the fastest is kept for that key.
-//!
-//! [`set_large_store`]: super::set_large_store
 
 use core::cell::Cell;
 

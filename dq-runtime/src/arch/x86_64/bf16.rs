@@ -8,7 +8,7 @@
 //! vectors is packed by one word permute.
 //!
 //! The instruction is emitted by `asm!`, so kernels compiled for plain AVX-512
-//! use it after a run-time check (`DQ_BF16_CVT=off` disables it).
+//! use it after a run-time check.
 
 use core::arch::asm;
 use core::arch::x86_64::*;
@@ -16,15 +16,14 @@ use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::minifloat::NAN_BITS;
 
-/// True when the CPU has AVX512-BF16 and `DQ_BF16_CVT` is not `off` (checked
-/// once; the [`Avx512`](super::Avx512) token holds the answer).
+/// True when the CPU has AVX512-BF16 (checked once; the
+/// [`Avx512`](super::Avx512) token holds the answer).
 #[inline]
 pub(crate) fn cvt_enabled() -> bool {
     static STATE: AtomicU8 = AtomicU8::new(0);
     match STATE.load(Ordering::Relaxed) {
         0 => {
-            let on = std::arch::is_x86_feature_detected!("avx512bf16")
-                && std::env::var("DQ_BF16_CVT").map_or(true, |v| v != "off");
+            let on = std::arch::is_x86_feature_detected!("avx512bf16");
             STATE.store(1 + u8::from(on), Ordering::Relaxed);
             on
         }
