@@ -25,7 +25,7 @@ fn run(file: &[u8], times: usize, threads: usize, backend: Backend) -> (u64, f64
     let g = Gguf::from_bytes(file).unwrap();
     let t = &g.tensors()[0];
     let mut out = vec![0f32; t.element_count() as usize];
-    let opts = Options { backend, threads };
+    let opts = Options::new().with_backend(backend).with_threads(threads);
     let before = dq::exec::dispatches();
     let start = Instant::now();
     for _ in 0..times {
