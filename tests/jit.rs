@@ -571,7 +571,11 @@ fn spec_and_clif_describe_the_cached_kernel_after_a_global_changes() {
     let _switch = support::paths::store_switch(StoreStrategy::NonTemporal, Some(1024));
     let fresh = Jit::new(&STANDARD, 4);
     let now = fresh.spec(&plan).unwrap();
-    assert_eq!(now.host_lookups(), Some(HostLookups::Stream), "the global changed");
+    assert_eq!(
+        now.host_lookups(),
+        Some(HostLookups::Stream),
+        "the global changed"
+    );
     let cached = jit.spec(&plan).unwrap();
     assert_eq!(cached.host_lookups(), kernel.spec().host_lookups());
     assert_eq!(cached.lowering(), kernel.spec().lowering());

@@ -148,7 +148,7 @@ impl Jit {
     /// The kernel for `plan`, from the cache or freshly compiled.
     ///
     /// # Errors
-    /// [`Error::BackendUnavailable`] with the [`JitError`]'s text when the plan has
+    /// [`Error::BackendUnavailable`](dq_runtime::Error::BackendUnavailable) with the [`JitError`]'s text when the plan has
     /// no elements, the formula is malformed, or Cranelift fails.
     pub fn kernel(&self, plan: &Plan) -> Result<Kernel> {
         let kernel = self.cache.get(
@@ -211,7 +211,7 @@ impl Jit {
     /// Runs the Cranelift verifier on the IR built for `plan`.
     ///
     /// # Errors
-    /// [`Error::BackendUnavailable`] with the verifier's message
+    /// [`Error::BackendUnavailable`](dq_runtime::Error::BackendUnavailable) with the verifier's message
     /// ([`JitError::Verifier`]), or as [`kernel`](Self::kernel).
     pub fn verify(&self, plan: &Plan) -> Result<()> {
         let (isa, f) = self.ir(plan)?;

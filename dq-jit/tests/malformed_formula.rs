@@ -59,8 +59,15 @@ fn malformed_formulas_are_refused_promptly_and_the_jit_stays_usable() {
         };
         let (kernel, spec) = err;
         let kernel = kernel.expect("a malformed formula compiles no kernel");
-        assert_eq!(kernel.to_string(), dq_runtime::Error::from(want).to_string());
-        assert!(spec.is_some(), "{}: a malformed formula has no spec", formula.name);
+        assert_eq!(
+            kernel.to_string(),
+            dq_runtime::Error::from(want).to_string()
+        );
+        assert!(
+            spec.is_some(),
+            "{}: a malformed formula has no spec",
+            formula.name
+        );
         // A fresh JIT of its own refuses it too.
         let own = within_a_second(formula.name, || {
             dq_jit::Jit::new(formula, 4).kernel(&plan()).is_err()

@@ -555,7 +555,10 @@ mod tests {
         assert_eq!(STANDARD.validate(), Ok(()));
         assert_eq!(STANDARD_FLOAT.validate(), Ok(()));
         assert_eq!(check(&[S, Neg(1)]), Err(LaterOperand { node: 1 }));
-        assert_eq!(check(&[S, Add(0, 2), Neg(1)]), Err(LaterOperand { node: 1 }));
+        assert_eq!(
+            check(&[S, Add(0, 2), Neg(1)]),
+            Err(LaterOperand { node: 1 })
+        );
         assert_eq!(check(&[S, Mul(0, u16::MAX)]), Err(LaterOperand { node: 1 }));
         assert_eq!(check(&[Q, Z, IntSub(0, 1)]), Err(NoFloatResult));
         assert_eq!(check(&[]), Err(NoFloatResult));
