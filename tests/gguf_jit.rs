@@ -238,7 +238,7 @@ fn one_compile_per_type_then_reuse() {
     assert!(after.reused > before.reused);
     assert!(after.compiled <= supported().len());
     let k = dq_jit::block::kernel("Q6_K").unwrap();
-    assert!(k.code_bytes > 0);
+    assert!(k.code_bytes() > 0);
     // Lengths are checked before the kernel runs.
     let err = k.run(&[0; 209], &mut [0f32; 256]).unwrap_err();
     assert!(

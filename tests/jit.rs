@@ -536,7 +536,7 @@ fn host_lookups_match_reference_at_every_dst_offset() {
                 let plan = c.plan().expect("valid case");
                 let spec = jit.spec(&plan).expect("spec");
                 assert_eq!(
-                    spec.host_lookups,
+                    spec.host_lookups(),
                     Some(form),
                     "{shape:?} {src:?} -> {dst:?}"
                 );
@@ -547,6 +547,43 @@ fn host_lookups_match_reference_at_every_dst_offset() {
         }
         support::paths::ran(&format!("jit host lookups: {form:?}"));
     }
+}
+
+/// `Jit::spec` and `Jit::clif` describe the kernel the cache holds, not the one
+/// the current globals would make: a kernel compiled while large outputs are
+/// stored plainly keeps its ordinary host lookups after the strategy turns
+/// non-temporal (which a fresh JIT's spec follows), and keeps its bits.
+#[test]
+fn spec_and_clif_describe_the_cached_kernel_after_a_global_changes() {
+    if !(support::paths::cpu_has(Isa::Avx512) && dq::arch::selected() == Isa::Avx512) {
+        support::path_unavailable("JIT host lookups (AVX-512 not selected)");
+        return;
+    }
+    let op = DynamicDequantize::per_group(vec![1, 128]);
+    let c = dynamic(op, DType::S4, None, DType::F16, &[4, 512], &[4, 4], false);
+    let plan = c.plan().expect("valid case");
+    let jit = Jit::new(&STANDARD, 4);
+    let (kernel, clif) = {
+        let _switch = support::paths::store_switch(StoreStrategy::Plain, Some(1024));
+        (jit.kernel(&plan).unwrap(), jit.clif(&plan).unwrap())
+    };
+    assert_eq!(kernel.spec().host_lookups(), Some(HostLookups::Store));
+    let _switch = support::paths::store_switch(StoreStrategy::NonTemporal, Some(1024));
+    let fresh = Jit::new(&STANDARD, 4);
+    let now = fresh.spec(&plan).unwrap();
+    assert_eq!(
+        now.host_lookups(),
+        Some(HostLookups::Stream),
+        "the global changed"
+    );
+    let cached = jit.spec(&plan).unwrap();
+    assert_eq!(cached.host_lookups(), kernel.spec().host_lookups());
+    assert_eq!(cached.lowering(), kernel.spec().lowering());
+    assert_eq!(jit.clif(&plan).unwrap(), clif, "the cached kernel's CLIF");
+    assert_ne!(fresh.clif(&plan).unwrap(), clif, "a fresh kernel's differs");
+    let mut r = Rng::new(0x5eed);
+    check_at(&c, &jit, &Reference::default(), &mut r, 0);
+    support::paths::ran("jit spec of a cached kernel after a global change");
 }
 
 /// Reference and `jit` on random data into a dst that starts `at` bytes into a

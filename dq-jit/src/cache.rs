@@ -1,32 +1,29 @@
-//! The kernel cache of one formula: keyed by the plan's [`Lowering`], one compile
-//! per key even when threads race, bounded with least-recently-used eviction,
-//! reference-counted entries.
+//! The one kernel cache of every JIT kind (elementwise plans, GGUF block types,
+//! linear shapes): keyed by what a kernel is specialised to, one compile per key
+//! even when threads race, bounded with least-recently-used eviction,
+//! reference-counted entries whose code is freed with their last reference.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use dq_runtime::{FormulaFacts, FormulaIr, KernelStats, Lowering, Plan};
+use dq_runtime::KernelStats;
 
-use crate::compile::{Compiled, compile};
+use crate::compile::Compiled;
 use crate::error::JitError;
-use crate::spec::{Host, Spec};
 
-/// A compiled kernel shared by the cache and its users; its code stays valid while
-/// any `Arc` to it lives.
-pub type Kernel = Arc<CompiledKernel>;
-
-/// A kernel compiled for one [`Spec`].
-pub struct CompiledKernel {
-    /// What it was compiled for.
-    pub spec: Spec,
-    pub(crate) code: Compiled,
+/// A kernel a [`Cache`] holds: something owning its [`Compiled`] code.
+pub(crate) trait Code {
+    /// Its code (the cache counts it, and is told when it is freed).
+    fn code_mut(&mut self) -> &mut Compiled;
 }
 
-/// One cache slot: filled once, by whichever thread gets there first.
-struct Slot {
-    spec: Spec,
-    kernel: OnceLock<Result<Kernel, JitError>>,
+/// One cache slot: what its kernel is compiled from, and the kernel, compiled
+/// once by whichever thread gets there first.
+struct Slot<P, V> {
+    prep: P,
+    kernel: OnceLock<Result<Arc<V>, JitError>>,
     last_used: AtomicU64,
 }
 
@@ -38,37 +35,29 @@ struct Counters {
     code_bytes: AtomicU64,
 }
 
-/// A bounded, thread-safe map from lowerings to kernels compiled for one formula.
-pub struct Cache {
-    formula: &'static FormulaIr,
-    facts: FormulaFacts,
-    map: Mutex<HashMap<Lowering, Arc<Slot>>>,
+type Map<K, P, V> = HashMap<K, Arc<Slot<P, V>>>;
+
+/// A bounded, thread-safe map from keys `K` to kernels `V` compiled from `P`.
+///
+/// Its mutex guards only the map: what a kernel is compiled from is prepared
+/// before it is taken (preparing may analyse user input or calibrate the store
+/// strategy), and compiles run outside it.
+pub(crate) struct Cache<K, P, V> {
+    map: Mutex<Map<K, P, V>>,
     capacity: usize,
     tick: AtomicU64,
     counters: Arc<Counters>,
-    verify: bool,
-    /// The host instructions every kernel of this cache may call.
-    host: Host,
 }
 
-impl Cache {
-    /// An empty cache for `formula` holding at most `capacity` kernels (at least 1).
-    pub fn new(formula: &'static FormulaIr, capacity: usize, verify: bool, host: Host) -> Cache {
+impl<K: Hash + Eq + Clone, P, V: Code> Cache<K, P, V> {
+    /// An empty cache holding at most `capacity` kernels (at least 1).
+    pub fn new(capacity: usize) -> Self {
         Cache {
-            formula,
-            facts: formula.facts(),
             map: Mutex::default(),
             capacity: capacity.max(1),
             tick: AtomicU64::new(0),
             counters: Arc::default(),
-            verify,
-            host,
         }
-    }
-
-    /// The host instructions its kernels may call.
-    pub(crate) fn host(&self) -> Host {
-        self.host
     }
 
     /// Most kernels kept.
@@ -76,53 +65,61 @@ impl Cache {
         self.capacity
     }
 
-    /// The spec of `plan` (not compiled).
-    ///
-    /// # Errors
-    /// As [`Spec::new`].
-    pub fn spec(&self, plan: &Plan) -> Result<Spec, JitError> {
-        Spec::new(self.formula, self.facts, plan.lowering(), self.host)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<Lowering, Arc<Slot>>> {
+    fn lock(&self) -> MutexGuard<'_, Map<K, P, V>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// True when the kernel for `plan` is compiled and cached.
-    pub fn contains(&self, plan: &Plan) -> bool {
-        self.lock()
-            .get(plan.lowering())
+    fn slot(&self, key: &K) -> Option<Arc<Slot<P, V>>> {
+        self.lock().get(key).cloned()
+    }
+
+    /// What the kernel cached under `key` is (or is being) compiled from.
+    pub fn prep(&self, key: &K) -> Option<P>
+    where
+        P: Clone,
+    {
+        self.slot(key).map(|s| s.prep.clone())
+    }
+
+    /// True when the kernel of `key` is compiled and cached.
+    pub fn contains(&self, key: &K) -> bool {
+        self.slot(key)
             .is_some_and(|s| matches!(s.kernel.get(), Some(Ok(_))))
     }
 
-    /// The kernel for `plan`, compiling it on a miss.
+    /// The kernel of `key`. On a miss, `prepare` says what to compile it from
+    /// (before the map is locked; its error is not cached) and `compile`
+    /// compiles it (once per key; its error is cached, so it is not retried).
     ///
     /// # Errors
-    /// Why `plan` has no spec, or why its compile failed (cached too, so it is not
-    /// retried).
-    pub fn get(&self, plan: &Plan) -> Result<Kernel, JitError> {
+    /// `prepare`'s or `compile`'s.
+    pub fn get(
+        &self,
+        key: &K,
+        prepare: impl FnOnce() -> Result<P, JitError>,
+        compile: impl FnOnce(&P) -> Result<V, JitError>,
+    ) -> Result<Arc<V>, JitError> {
         let now = self.tick.fetch_add(1, Relaxed);
-        let slot = {
-            let mut map = self.lock();
-            match map.get(plan.lowering()) {
-                Some(s) => s.clone(),
-                None => {
-                    let s = Arc::new(Slot {
-                        spec: self.spec(plan)?,
-                        kernel: OnceLock::new(),
-                        last_used: AtomicU64::new(now),
-                    });
-                    map.insert(plan.lowering().clone(), s.clone());
-                    self.evict(&mut map, &s);
-                    s
-                }
+        let slot = match self.slot(key) {
+            Some(s) => s,
+            None => {
+                let fresh = Arc::new(Slot {
+                    prep: prepare()?,
+                    kernel: OnceLock::new(),
+                    last_used: AtomicU64::new(now),
+                });
+                let mut map = self.lock();
+                // A racing thread may have inserted it meanwhile: take theirs.
+                let s = map.entry(key.clone()).or_insert(fresh).clone();
+                self.evict(&mut map, &s);
+                s
             }
         };
         slot.last_used.store(now, Relaxed);
         let mut fresh = false;
         let k = slot.kernel.get_or_init(|| {
             fresh = true;
-            self.compile(&slot.spec)
+            self.compile(&slot.prep, compile)
         });
         if !fresh {
             self.counters.reused.fetch_add(1, Relaxed);
@@ -130,8 +127,13 @@ impl Cache {
         k.clone()
     }
 
-    fn compile(&self, spec: &Spec) -> Result<Kernel, JitError> {
-        let mut code = compile(spec, self.verify)?;
+    fn compile(
+        &self,
+        prep: &P,
+        compile: impl FnOnce(&P) -> Result<V, JitError>,
+    ) -> Result<Arc<V>, JitError> {
+        let mut kernel = compile(prep)?;
+        let code = kernel.code_mut();
         let c = &self.counters;
         c.compiled.fetch_add(1, Relaxed);
         c.compile_ns.fetch_add(code.compile_ns, Relaxed);
@@ -140,15 +142,12 @@ impl Cache {
         code.on_free(Arc::new(move |n| {
             counters.code_bytes.fetch_sub(n as u64, Relaxed);
         }));
-        Ok(Arc::new(CompiledKernel {
-            spec: spec.clone(),
-            code,
-        }))
+        Ok(Arc::new(kernel))
     }
 
     /// Drops least recently used slots (never `keep`) until within capacity. A
     /// kernel still in use elsewhere lives on until its last `Arc` is dropped.
-    fn evict(&self, map: &mut HashMap<Lowering, Arc<Slot>>, keep: &Arc<Slot>) {
+    fn evict(&self, map: &mut Map<K, P, V>, keep: &Arc<Slot<P, V>>) {
         while map.len() > self.capacity {
             let victim = map
                 .iter()
@@ -175,5 +174,62 @@ impl Cache {
             code_bytes: c.code_bytes.load(Relaxed),
             cached: self.lock().len() as u64,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile;
+
+    /// A kernel of an empty function, as every kind's kernels are held.
+    struct Empty(Compiled);
+
+    impl Code for Empty {
+        fn code_mut(&mut self) -> &mut Compiled {
+            &mut self.0
+        }
+    }
+
+    fn empty(_: &u32) -> Result<Empty, JitError> {
+        use cranelift_codegen::ir::{Function, InstBuilder, Signature, UserFuncName};
+        use cranelift_codegen::isa::CallConv;
+        use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+        let code = compile::compile("empty", |isa| {
+            let sig = Signature::new(CallConv::triple_default(isa.triple()));
+            let mut f = Function::with_name_signature(UserFuncName::default(), sig);
+            let mut ctx = FunctionBuilderContext::new();
+            let mut b = FunctionBuilder::new(&mut f, &mut ctx);
+            let block = b.create_block();
+            b.switch_to_block(block);
+            b.ins().return_(&[]);
+            b.seal_all_blocks();
+            b.finalize(isa.frontend_config());
+            Ok(f)
+        })?;
+        Ok(Empty(code))
+    }
+
+    /// At capacity the least recently used key goes (not the first inserted,
+    /// not all of them); a failed preparation is not cached; a compile runs
+    /// once per key.
+    #[test]
+    fn evicts_the_least_recently_used_key() {
+        let cache: Cache<u32, u32, Empty> = Cache::new(2);
+        let get = |k: u32| cache.get(&k, || Ok(k), empty).map(drop);
+        get(1).unwrap();
+        get(2).unwrap();
+        get(1).unwrap(); // 2 is now the least recently used
+        get(3).unwrap();
+        assert!(cache.contains(&1) && !cache.contains(&2) && cache.contains(&3));
+        let s = cache.stats();
+        assert_eq!((s.compiled, s.reused, s.cached), (3, 1, 2));
+        assert!(s.code_bytes > 0);
+        let refused = cache.get(&4, || Err(JitError::NoElements), empty);
+        assert_eq!(refused.err(), Some(JitError::NoElements));
+        assert_eq!(cache.stats().cached, 2, "a failed preparation is not kept");
+        assert_eq!(cache.prep(&3), Some(3));
+        cache.clear();
+        assert_eq!((cache.stats().cached, cache.stats().code_bytes), (0, 0));
     }
 }

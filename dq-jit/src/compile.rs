@@ -1,4 +1,5 @@
-//! Compiling one [`Spec`] to machine code: build IR -> verify -> define -> finalize.
+//! Compiling to machine code, the one path of every JIT kind: build IR -> verify
+//! -> define -> finalize ([`compile`]).
 //!
 //! Every kernel gets its own `JITModule`, so evicting it from the cache can free
 //! exactly its code memory.
@@ -21,7 +22,7 @@ use crate::translate::{Lut, Translator};
 
 /// The compiled function: computes logical elements `start..end`, reading
 /// scales as [`Spec::scale_type`] values and storing [`Spec::out`] elements
-/// (a kernel's [`Jit::spec`](crate::Jit::spec) says which).
+/// (a kernel's [`CompiledKernel::spec`](crate::CompiledKernel::spec) says which).
 pub type KernelFn = unsafe extern "C" fn(
     src: *const u8,
     scales: *const u8,
@@ -78,19 +79,27 @@ fn signature(isa: &OwnedTargetIsa) -> Signature {
     sig
 }
 
+/// True when `isa` is x86-64 with SSSE3's byte shuffle (`x86_pshufb`), which
+/// every JIT kind uses for 16-entry lookups where the host has it.
+pub(crate) fn has_pshufb(isa: &OwnedTargetIsa) -> bool {
+    isa.name() == "x64" && has_flag(isa, "has_ssse3")
+}
+
+/// True when `isa`'s flag `name` (`has_sse41`, ...) is set.
+pub(crate) fn has_flag(isa: &OwnedTargetIsa, name: &str) -> bool {
+    isa.isa_flags()
+        .iter()
+        .any(|f| f.name == name && f.as_bool() == Some(true))
+}
+
 /// The byte shuffle `isa` offers for 4-bit table lookups.
 fn lut_of(isa: &OwnedTargetIsa) -> Lut {
-    match isa.name() {
-        "x64" => {
-            let ssse3 = isa
-                .isa_flags()
-                .iter()
-                .any(|f| f.name == "has_ssse3" && f.as_bool() == Some(true));
-            if ssse3 { Lut::Pshufb } else { Lut::None }
-        }
-        // aarch64 would use `swizzle` (`tbl`); off until it has run under
-        // `scripts/aarch64-qemu.sh four_bit`.
-        _ => Lut::None,
+    // aarch64 would use `swizzle` (`tbl`); off until it has run under
+    // `scripts/aarch64-qemu.sh four_bit`.
+    if has_pshufb(isa) {
+        Lut::Pshufb
+    } else {
+        Lut::None
     }
 }
 
@@ -102,14 +111,11 @@ fn codegen(stage: Stage, e: impl core::fmt::Display) -> JitError {
     }
 }
 
-/// Builds the IR of `spec` (not compiled).
+/// Builds the IR of `spec` (not compiled) for `isa`.
 ///
 /// # Errors
-/// [`JitError::Not64Bit`] on a 32-bit target, or [`analyse`]'s refusal of the formula.
+/// [`analyse`]'s refusal of the formula.
 pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, JitError> {
-    if isa.pointer_type() != types::I64 {
-        return Err(JitError::Not64Bit);
-    }
     let an = analyse(spec)?;
     let mut func = Function::with_name_signature(UserFuncName::default(), signature(isa));
     FN_CTX.with_borrow_mut(|fctx| {
@@ -119,10 +125,38 @@ pub fn build_ir(spec: &Spec, isa: &OwnedTargetIsa) -> Result<Function, JitError>
     Ok(func)
 }
 
-/// A compiled kernel and the module that owns its code.
+/// The host ISA and the IR `build` makes for it (not compiled): the first step
+/// of [`compile`], and what `clif`/`verify` show.
+///
+/// # Errors
+/// [`JitError::UnsupportedHost`], [`JitError::Not64Bit`] on a 32-bit target, or
+/// `build`'s error.
+pub(crate) fn build(
+    build: impl FnOnce(&OwnedTargetIsa) -> Result<Function, JitError>,
+) -> Result<(OwnedTargetIsa, Function), JitError> {
+    let isa = host_isa()?;
+    if isa.pointer_type() != types::I64 {
+        return Err(JitError::Not64Bit);
+    }
+    let func = build(&isa)?;
+    Ok((isa, func))
+}
+
+/// Runs the Cranelift verifier on `func`.
+///
+/// # Errors
+/// [`JitError::Verifier`] with its message.
+pub(crate) fn verify(isa: &OwnedTargetIsa, func: &Function) -> Result<(), JitError> {
+    verify_function(func, &**isa).map_err(|e| JitError::Verifier {
+        message: e.to_string(),
+    })
+}
+
+/// A compiled function and the module that owns its code.
 pub struct Compiled {
-    /// The entry point (valid while `module` lives).
-    pub func: KernelFn,
+    /// The entry point (valid while `module` lives), of the signature its IR
+    /// was built with.
+    entry: *const u8,
     /// Machine-code bytes.
     pub code_bytes: usize,
     /// Compile time in nanoseconds.
@@ -132,10 +166,10 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    /// The entry point as a raw pointer (for functions of another signature
-    /// than [`KernelFn`]; valid while `self` lives).
-    pub(crate) fn raw(&self) -> *const u8 {
-        self.func as *const u8
+    /// The entry point, of the signature its IR was built with (valid while
+    /// `self` lives).
+    pub(crate) fn entry(&self) -> *const u8 {
+        self.entry
     }
 
     /// Sets the callback run with `code_bytes` when the code memory is freed.
@@ -149,7 +183,7 @@ impl Drop for Compiled {
         let m = self.module.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = m.take() {
             // SAFETY: the last reference to this kernel is going away, so no thread
-            // can still call `func`, the only pointer into the module's memory.
+            // can still call `entry`, the only pointer into the module's memory.
             unsafe { m.free_memory() };
         }
         if let Some(f) = &self.on_free {
@@ -159,74 +193,62 @@ impl Drop for Compiled {
 }
 
 // SAFETY: the module is only touched in `Drop` (behind a Mutex); the code it owns
-// is immutable once finalized and may be called from any thread.
+// (`entry`) is immutable once finalized and may be called from any thread.
 unsafe impl Send for Compiled {}
 // SAFETY: as above.
 unsafe impl Sync for Compiled {}
 
-/// Compiles `spec`; `verify` runs the Cranelift verifier on the IR first.
+/// The one compile path of every JIT kind: [`build`] the IR for the host,
+/// verify it (debug builds), then define and finalize it in its own module.
+/// `label` names the function where `DQ_JIT_DISASM` prints its machine code
+/// (see the crate docs).
 ///
 /// # Errors
-/// The IR was refused ([`build_ir`], the verifier), or Cranelift failed.
-pub fn compile(spec: &Spec, verify: bool) -> Result<Compiled, JitError> {
-    let t0 = Instant::now();
-    let isa = host_isa()?;
-    let func = build_ir(spec, &isa)?;
-    compile_function(func, isa, verify, t0)
-}
-
-/// Compiles a built function (its own signature) into its own module; `verify`
-/// runs the Cranelift verifier first. `t0`: when the compile began (for
-/// [`Compiled::compile_ns`]). The entry is typed [`KernelFn`]; a caller with
-/// another signature takes [`Compiled::raw`].
-///
-/// # Errors
-/// The verifier refused the IR, or Cranelift failed.
-pub(crate) fn compile_function(
-    func: Function,
-    isa: OwnedTargetIsa,
-    verify: bool,
-    t0: Instant,
+/// [`build`]'s, the verifier's, or Cranelift's.
+pub(crate) fn compile(
+    label: &str,
+    build_ir: impl FnOnce(&OwnedTargetIsa) -> Result<Function, JitError>,
 ) -> Result<Compiled, JitError> {
-    if verify {
-        verify_function(&func, &*isa).map_err(|e| JitError::Verifier {
-            message: e.to_string(),
-        })?;
+    let t0 = Instant::now();
+    let (isa, func) = build(build_ir)?;
+    if cfg!(debug_assertions) {
+        verify(&isa, &func)?;
     }
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
     let id = module
         .declare_function("dq_kernel", Linkage::Local, &func.signature)
         .map_err(|e| codegen(Stage::Declare, e))?;
-    let disasm = std::env::var_os("DQ_JIT_DISASM").is_some();
     // The thread's codegen context is reused: its allocations (register
     // allocator state above all) survive from one compile to the next.
     let code_bytes = CG_CTX.with_borrow_mut(|ctx| {
         ctx.clear();
         ctx.func = func;
-        ctx.set_disasm(disasm);
+        ctx.set_disasm(disasm());
         module
             .define_function(id, ctx)
             .map_err(|e| codegen(Stage::Define, format_args!("{e:?}")))?;
         let code = ctx.compiled_code();
         if let Some(v) = code.and_then(|c| c.vcode.as_ref()) {
-            eprintln!("{v}");
+            eprintln!("{label}:\n{v}");
         }
         Ok::<_, JitError>(code.map_or(0, |c| c.code_info().total_size as usize))
     })?;
     module
         .finalize_definitions()
         .map_err(|e| codegen(Stage::Finalize, e))?;
-    let ptr = module.get_finalized_function(id);
-    // SAFETY: `ptr` is the finalized entry of the function, kept alive by `module`
-    // below. Built by `compile` it has exactly the `KernelFn` signature (see
-    // `signature`); other callers never call `func` and cast `raw()` back to the
-    // signature they built (a transmute of a pointer calls nothing).
-    let func = unsafe { core::mem::transmute::<*const u8, KernelFn>(ptr) };
+    let entry = module.get_finalized_function(id);
     Ok(Compiled {
-        func,
+        entry,
         code_bytes,
         compile_ns: t0.elapsed().as_nanos() as u64,
         module: Mutex::new(Some(module)),
         on_free: None,
     })
+}
+
+/// True when `DQ_JIT_DISASM` is set: every compile then prints its machine code
+/// to stderr. Read once, here only.
+fn disasm() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("DQ_JIT_DISASM").is_some())
 }

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use dq_runtime::{DType, Error};
+use dq_runtime::{DType, Error, FormulaProblem};
 
 /// Why the JIT cannot compile (or run) a plan. At the [`dq_runtime::Kernel`]
 /// boundary it becomes [`Error::BackendUnavailable`] with this text.
@@ -93,39 +93,6 @@ pub enum JitError {
     /// A compiled kernel was given a job of another plan.
     #[error("kernel compiled for another plan")]
     OtherPlan,
-}
-
-/// What is wrong with a formula's IR.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FormulaProblem {
-    /// An operand does not index an earlier node.
-    #[error("node {node}: operand is not an earlier node")]
-    LaterOperand {
-        /// The node.
-        node: usize,
-    },
-    /// An integer operand was expected.
-    #[error("node {node}: expected an integer operand")]
-    ExpectedInt {
-        /// The node.
-        node: usize,
-    },
-    /// A float operand was expected.
-    #[error("node {node}: expected a float operand")]
-    ExpectedFloat {
-        /// The node.
-        node: usize,
-    },
-    /// An integer difference overflows 128 bits.
-    #[error("node {node}: overflow")]
-    Overflow {
-        /// The node.
-        node: usize,
-    },
-    /// The last node is not a float node (or there are none).
-    #[error("does not end in a float node")]
-    NoFloatResult,
 }
 
 /// A step of compiling with Cranelift.

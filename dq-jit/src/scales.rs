@@ -1,5 +1,5 @@
 //! f16 scales widened to f32 once per call, for kernels whose inner loop reads a
-//! new scale every few elements ([`Spec::f32_scales`](crate::Spec::f32_scales)):
+//! new scale every few elements ([`Spec::f32_scales`](crate::Spec::f32_scales())):
 //! widening each scale once costs less than widening it for every element it
 //! scales (in 128-bit lanes, a dozen integer operations a vector).
 

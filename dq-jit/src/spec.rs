@@ -7,50 +7,36 @@ use dq_runtime::arch::{self, Isa};
 use dq_runtime::policy::{self, StoreStrategy};
 use dq_runtime::{DType, FormulaFacts, FormulaIr, Lowering, Node, STANDARD, STANDARD_FLOAT};
 
-use crate::error::{FormulaProblem, JitError};
+use dq_runtime::FormulaProblem;
+
+use crate::error::JitError;
 
 /// Everything the generated code bakes in: the formula and the plan's
 /// [`Lowering`] (dtypes, the canonical loop nest), which a spec dereferences to.
 ///
 /// The JIT's cache is keyed by the lowering (one cache per formula), so plans
-/// whose shapes collapse to the same loops share a kernel.
+/// whose shapes collapse to the same loops share a kernel. Only the JIT makes
+/// specs, and a compiled kernel's spec cannot change
+/// ([`CompiledKernel::spec`](crate::CompiledKernel::spec)): it is what the
+/// kernel checks jobs against.
 #[derive(Clone, Debug)]
 pub struct Spec {
-    /// The element formula.
-    pub formula: FormulaIr,
-    /// The formula's facts (computed once per JIT).
-    pub facts: FormulaFacts,
-    /// What the plan fixes.
-    pub lowering: Lowering,
-    /// f16 results are computed as f32 into a block buffer and converted by the
-    /// host's f16 conversion instructions (F16C), which are exact: dense f16 dst
-    /// whose segments are too short for tables ([`f16_tables`](Self::f16_tables)),
-    /// when the JIT allows it and the host has them. The kernel then stores f32
-    /// and only runs through [`CompiledKernel::run`](crate::CompiledKernel::run).
-    pub f16_blocks: bool,
-    /// 4-bit src with segments of at least `LUT_MIN` (or 8-bit float src with
-    /// 256-entry tables) to f16: each segment's table is rounded by the host's
-    /// f16 conversion instructions (F16C, exact), called from the kernel, when
-    /// the JIT allows host conversion and the host has them.
-    pub f16_tables: bool,
-    /// 4-bit src with table segments: each run of a segment is looked up by the
-    /// host's AVX-512 permutes ([`HostLookups`], `crate::host_lut`), where the
-    /// JIT allows host lookups and the selected ISA is AVX-512.
-    pub host_lookups: Option<HostLookups>,
-    /// f16 scales that change every few elements of the inner loop are widened
-    /// to f32 once per call, before the kernel runs, which then reads f32
-    /// scales (see [`scale_type`](Self::scale_type)); exact, so the bits do not
-    /// depend on it.
-    pub f32_scales: bool,
+    pub(crate) formula: FormulaIr,
+    pub(crate) facts: FormulaFacts,
+    pub(crate) lowering: Lowering,
+    pub(crate) f16_blocks: bool,
+    pub(crate) f16_tables: bool,
+    pub(crate) host_lookups: Option<HostLookups>,
+    pub(crate) f32_scales: bool,
 }
 
 /// What the JIT may call the host's instructions for (both by default, where
 /// the host has them; off, the kernels compute it all in Cranelift's code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Host {
-    /// f16 conversion (F16C): [`Spec::f16_blocks`] and [`Spec::f16_tables`].
+    /// f16 conversion (F16C): [`Spec::f16_blocks()`] and [`Spec::f16_tables()`].
     pub f16: bool,
-    /// 4-bit lookups by AVX-512 permutes: [`Spec::host_lookups`].
+    /// 4-bit lookups by AVX-512 permutes: [`Spec::host_lookups()`].
     pub lookups: bool,
 }
 
@@ -85,6 +71,53 @@ impl Deref for Spec {
 }
 
 impl Spec {
+    /// The element formula.
+    pub fn formula(&self) -> &FormulaIr {
+        &self.formula
+    }
+
+    /// The formula's facts (computed once per JIT).
+    pub fn facts(&self) -> FormulaFacts {
+        self.facts
+    }
+
+    /// What the plan fixes.
+    pub fn lowering(&self) -> &Lowering {
+        &self.lowering
+    }
+
+    /// f16 results are computed as f32 into a block buffer and converted by the
+    /// host's f16 conversion instructions (F16C), which are exact: dense f16 dst
+    /// whose segments are too short for tables ([`f16_tables`](Self::f16_tables())),
+    /// when the JIT allows it and the host has them. The kernel then stores f32
+    /// and only runs through [`CompiledKernel::run`](crate::CompiledKernel::run).
+    pub fn f16_blocks(&self) -> bool {
+        self.f16_blocks
+    }
+
+    /// 4-bit src with segments of at least `LUT_MIN` (or 8-bit float src with
+    /// 256-entry tables) to f16: each segment's table is rounded by the host's
+    /// f16 conversion instructions (F16C, exact), called from the kernel, when
+    /// the JIT allows host conversion and the host has them.
+    pub fn f16_tables(&self) -> bool {
+        self.f16_tables
+    }
+
+    /// 4-bit src with table segments: each run of a segment is looked up by the
+    /// host's AVX-512 permutes ([`HostLookups`], `crate::host_lut`), where the
+    /// JIT allows host lookups and the selected ISA is AVX-512.
+    pub fn host_lookups(&self) -> Option<HostLookups> {
+        self.host_lookups
+    }
+
+    /// f16 scales that change every few elements of the inner loop are widened
+    /// to f32 once per call, before the kernel runs, which then reads f32
+    /// scales (see [`scale_type`](Self::scale_type)); exact, so the bits do not
+    /// depend on it.
+    pub fn f32_scales(&self) -> bool {
+        self.f32_scales
+    }
+
     /// The spec of a plan's `lowering` under `formula`, whose facts are `facts`;
     /// `host` says which host instructions the kernel may call (each taken when
     /// the host has them).
@@ -142,7 +175,7 @@ impl Spec {
         })
     }
 
-    /// The dtype the compiled code stores: f32 under [`f16_blocks`](Self::f16_blocks).
+    /// The dtype the compiled code stores: f32 under [`f16_blocks`](Self::f16_blocks()).
     pub fn out(&self) -> DType {
         if self.f16_blocks {
             DType::F32
@@ -152,7 +185,7 @@ impl Spec {
     }
 
     /// The dtype the compiled code reads scales as: f32 under
-    /// [`f32_scales`](Self::f32_scales), else the plan's scales dtype.
+    /// [`f32_scales`](Self::f32_scales()), else the plan's scales dtype.
     pub fn scale_type(&self) -> DType {
         if self.f32_scales {
             DType::F32

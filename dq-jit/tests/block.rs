@@ -79,7 +79,7 @@ fn lengths_are_checked_and_kernels_reused() {
     k.run(&[0; 18], &mut out).unwrap();
     let before = dq_jit::block::stats();
     let again = dq_jit::block::kernel("Q4_0").unwrap();
-    assert!(core::ptr::eq(k, again));
+    assert!(std::sync::Arc::ptr_eq(&k, &again));
     assert!(dq_jit::block::stats().reused > before.reused);
     assert!(dq_jit::block::kernel("IQ2_XXS").is_err());
 }

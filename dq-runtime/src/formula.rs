@@ -89,18 +89,36 @@ pub enum QKind {
 /// scale or literal unchanged (by `-`, `abs`, `min`, `max`). Float arithmetic
 /// (`+ - *`) never returns a signalling NaN, so other formulas need no quieting
 /// before an f32 store.
+///
+/// One backward sweep over the nodes (linear in their count): operands that are
+/// not earlier nodes (a malformed IR, see [`FormulaIr::validate`]) are ignored.
 pub const fn may_pass_signaling(nodes: &[Node]) -> bool {
-    !nodes.is_empty() && passes(nodes, nodes.len() - 1)
-}
-
-const fn passes(nodes: &[Node], i: usize) -> bool {
-    match nodes[i] {
-        Node::S => true,
-        Node::Lit(b) => is_nan_bits(b),
-        Node::Neg(a) | Node::Abs(a) => passes(nodes, a as usize),
-        Node::Min(a, b) | Node::Max(a, b) => passes(nodes, a as usize) || passes(nodes, b as usize),
-        _ => false,
+    // Bit `i`: the result can be node `i`'s value unchanged. Operands are u16
+    // indices, so 2^16 bits hold every node an operand can name.
+    let mut passed = [0u64; 1 << 10];
+    let mut i = nodes.len();
+    while i > 0 {
+        i -= 1;
+        let result = i + 1 == nodes.len();
+        if !result && (i > u16::MAX as usize || (passed[i / 64] >> (i % 64)) & 1 == 0) {
+            continue;
+        }
+        let (a, b) = match nodes[i] {
+            Node::S => return true,
+            Node::Lit(b) if is_nan_bits(b) => return true,
+            Node::Neg(a) | Node::Abs(a) => (a, a),
+            Node::Min(a, b) | Node::Max(a, b) => (a, b),
+            _ => continue,
+        };
+        let (a, b) = (a as usize, b as usize);
+        if a < i {
+            passed[a / 64] |= 1 << (a % 64);
+        }
+        if b < i {
+            passed[b / 64] |= 1 << (b % 64);
+        }
     }
+    false
 }
 
 /// What backends need to know about a formula beyond its nodes, computed once per
@@ -128,6 +146,96 @@ impl FormulaIr {
         FormulaFacts {
             may_pass_signaling: may_pass_signaling(self.nodes),
             nan_literal,
+        }
+    }
+}
+
+/// What is wrong with a formula's IR ([`FormulaIr::validate`], and the JIT's
+/// range analysis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormulaProblem {
+    /// An operand does not index an earlier node (itself, a later node, or none).
+    #[error("node {node}: operand is not an earlier node")]
+    LaterOperand {
+        /// The node.
+        node: usize,
+    },
+    /// An integer operand was expected.
+    #[error("node {node}: expected an integer operand")]
+    ExpectedInt {
+        /// The node.
+        node: usize,
+    },
+    /// A float operand was expected.
+    #[error("node {node}: expected a float operand")]
+    ExpectedFloat {
+        /// The node.
+        node: usize,
+    },
+    /// An integer difference overflows the widths a backend supports.
+    #[error("node {node}: overflow")]
+    Overflow {
+        /// The node.
+        node: usize,
+    },
+    /// The last node is not a float node (or there are none).
+    #[error("does not end in a float node")]
+    NoFloatResult,
+}
+
+impl FormulaIr {
+    /// Checks the IR is well formed: every operand indexes an earlier node (so
+    /// the nodes are acyclic and in range), operands have the types their node
+    /// takes (`q` as [`q_kind`](Self::q_kind) reads it first), and the last node
+    /// is a float. Linear in the node count; IR from `#[dequant_kernel]` always
+    /// passes.
+    ///
+    /// # Errors
+    /// The first problem found, by node.
+    pub fn validate(&self) -> Result<(), FormulaProblem> {
+        let q_float = self.q_kind() == QKind::Float;
+        // Whether each node checked so far is a float.
+        let mut float = Vec::with_capacity(self.nodes.len());
+        for (node, n) in self.nodes.iter().enumerate() {
+            let operand = |a: u16, want_float: bool| match float.get(a as usize) {
+                None => Err(FormulaProblem::LaterOperand { node }),
+                Some(&f) if f == want_float => Ok(()),
+                Some(_) if want_float => Err(FormulaProblem::ExpectedFloat { node }),
+                Some(_) => Err(FormulaProblem::ExpectedInt { node }),
+            };
+            let is_float = match *n {
+                Node::Q => q_float,
+                Node::Z => false,
+                Node::S | Node::Lit(_) => true,
+                Node::IntSub(a, b) => {
+                    operand(a, false)?;
+                    operand(b, false)?;
+                    false
+                }
+                Node::Float(a) => {
+                    operand(a, false)?;
+                    true
+                }
+                Node::Neg(a) | Node::Abs(a) => {
+                    operand(a, true)?;
+                    true
+                }
+                Node::Add(a, b)
+                | Node::Sub(a, b)
+                | Node::Mul(a, b)
+                | Node::Min(a, b)
+                | Node::Max(a, b) => {
+                    operand(a, true)?;
+                    operand(b, true)?;
+                    true
+                }
+            };
+            float.push(is_float);
+        }
+        match float.last() {
+            Some(true) => Ok(()),
+            _ => Err(FormulaProblem::NoFloatResult),
         }
     }
 }
@@ -435,6 +543,47 @@ mod tests {
         assert!(may_pass_signaling(&[Lit(0x7ff0_0000_0000_0001)]));
         assert!(!may_pass_signaling(&[Lit(f64::INFINITY.to_bits())]));
         assert!(!may_pass_signaling(&[S, Q, Float(1), Add(0, 1)]));
+    }
+
+    /// Cycles, forward and out-of-range operands, type mismatches and a
+    /// non-float result are each refused, by node; the standard forms pass.
+    #[test]
+    fn validate_refuses_malformed_ir() {
+        use FormulaProblem::*;
+        use Node::*;
+        let check = |nodes: &'static [Node]| FormulaIr { name: "t", nodes }.validate();
+        assert_eq!(STANDARD.validate(), Ok(()));
+        assert_eq!(STANDARD_FLOAT.validate(), Ok(()));
+        assert_eq!(check(&[S, Neg(1)]), Err(LaterOperand { node: 1 }));
+        assert_eq!(
+            check(&[S, Add(0, 2), Neg(1)]),
+            Err(LaterOperand { node: 1 })
+        );
+        assert_eq!(check(&[S, Mul(0, u16::MAX)]), Err(LaterOperand { node: 1 }));
+        assert_eq!(check(&[Q, Z, IntSub(0, 1)]), Err(NoFloatResult));
+        assert_eq!(check(&[]), Err(NoFloatResult));
+        assert_eq!(check(&[Q, S, Add(0, 1)]), Ok(()), "q read as a float");
+        assert_eq!(
+            check(&[Q, Float(0), S, Add(0, 2)]),
+            Err(ExpectedFloat { node: 3 }),
+            "q read both ways"
+        );
+        assert_eq!(check(&[S, Float(0)]), Err(ExpectedInt { node: 1 }));
+        assert_eq!(check(&[Z, S, Mul(0, 1)]), Err(ExpectedFloat { node: 2 }));
+    }
+
+    /// Self and forward operands end the sweep instead of looping, and a long
+    /// chain of `max(x, x)` (2^n paths) takes one pass.
+    #[test]
+    fn signalling_sweep_is_linear_and_ends_on_cycles() {
+        use Node::*;
+        assert!(!may_pass_signaling(&[Lit(0), Neg(1)]));
+        assert!(!may_pass_signaling(&[Lit(0), Min(2, 1), Max(1, 2)]));
+        let mut chain = vec![Lit(0)];
+        chain.extend((0..4000u16).map(|i| Max(i, i)));
+        assert!(!may_pass_signaling(&chain));
+        chain[0] = S;
+        assert!(may_pass_signaling(&chain));
     }
 
     #[test]

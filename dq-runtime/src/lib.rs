@@ -43,7 +43,7 @@ pub use backend::{Backend, Backends};
 pub use dtype::DType;
 pub use error::{Error, Result, Role};
 pub use exec::{Job, JobPart, Kernel, KernelStats};
-pub use formula::{FormulaFacts, FormulaIr, Node, QKind, STANDARD, STANDARD_FLOAT};
+pub use formula::{FormulaFacts, FormulaIr, FormulaProblem, Node, QKind, STANDARD, STANDARD_FLOAT};
 pub use kernels::GeneratedKernel;
 pub use lowering::{Loop, Lowering};
 pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};

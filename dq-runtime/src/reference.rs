@@ -30,6 +30,12 @@ impl Kernel for Reference {
     }
 
     fn supports(&self, plan: &Plan) -> Result<()> {
+        if let Err(problem) = self.formula.validate() {
+            return Err(Error::BackendUnavailable {
+                backend: "reference",
+                reason: format!("formula `{}`: {problem}", self.formula.name),
+            });
+        }
         let src = plan.src().dtype;
         match self.formula.for_src(src) {
             Some(_) => Ok(()),

@@ -1,6 +1,7 @@
-//! GGUF block types through the JIT: each type's [`BlockDecl`] (or its plain float
+//! GGUF block types through the JIT: each type's [`BlockDecl`](dq_runtime::block::BlockDecl) (or its plain float
 //! conversion) lowered to a Cranelift loop over whole blocks, compiled once per type
-//! and kept for the life of the process.
+//! and kept in a [`BlockCache`] (the crate's one cache: bounded, least recently
+//! used evicted).
 //!
 //! The compiled function is `fn(src, blocks, out)`: it reads `blocks` whole blocks
 //! from `src` and writes their `blocks * block_elems` f32 values to `out`, nothing
@@ -29,42 +30,69 @@ mod lower;
 mod params;
 mod plain;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
 
 use cranelift_codegen::ir::{AbiParam, Function, Signature, types};
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
-use cranelift_codegen::{Context, verify_function};
-use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{Linkage, Module, default_libcall_names};
-use dq_runtime::block::{BlockDecl, gguf};
+use dq_runtime::block::{BlockKernel, gguf};
 
-use crate::compile::host_isa;
-use crate::error::{JitError, Stage};
+use crate::cache::{Cache, Code};
+use crate::compile::{self, Compiled};
+use crate::error::JitError;
 
 /// A compiled block function: decodes `blocks` whole blocks at `src` into
 /// `blocks * block_elems` f32 at `out`.
 pub type BlockFn = unsafe extern "C" fn(src: *const u8, blocks: usize, out: *mut f32);
 
 /// One block type compiled by the JIT.
-#[derive(Debug)]
 pub struct BlockJit {
-    /// The type's GGUF name.
-    pub name: &'static str,
-    /// Bytes per block.
-    pub block_bytes: usize,
-    /// Elements per block.
-    pub block_elems: usize,
-    /// Bytes of machine code.
-    pub code_bytes: usize,
-    /// Compile time in nanoseconds.
-    pub compile_ns: u64,
-    func: BlockFn,
+    name: &'static str,
+    block_bytes: usize,
+    block_elems: usize,
+    code: Compiled,
+}
+
+impl core::fmt::Debug for BlockJit {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BlockJit")
+            .field("name", &self.name)
+            .field("code_bytes", &self.code_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Code for BlockJit {
+    fn code_mut(&mut self) -> &mut Compiled {
+        &mut self.code
+    }
 }
 
 impl BlockJit {
+    /// The type's GGUF name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(&self) -> usize {
+        self.block_bytes
+    }
+
+    /// Elements per block.
+    pub fn block_elems(&self) -> usize {
+        self.block_elems
+    }
+
+    /// Bytes of machine code.
+    pub fn code_bytes(&self) -> usize {
+        self.code.code_bytes
+    }
+
+    /// Compile time in nanoseconds.
+    pub fn compile_ns(&self) -> u64 {
+        self.code.compile_ns
+    }
+
     /// Decodes `bytes` (whole blocks) into `out` (their elements).
     ///
     /// # Errors
@@ -89,66 +117,98 @@ impl BlockJit {
         // `block_bytes`, and `out` exactly `blocks * block_elems` f32; the function
         // reads only those blocks and writes only those elements (see `lower` and
         // `plain`), and `&mut out` is exclusive for the call.
-        unsafe { (self.func)(bytes.as_ptr(), blocks, out.as_mut_ptr()) };
+        unsafe { (self.entry())(bytes.as_ptr(), blocks, out.as_mut_ptr()) };
         Ok(())
     }
 
-    /// The raw entry point (valid for the life of the process).
+    /// The raw entry point, valid while `self` lives (calling it is `unsafe`:
+    /// [`run`](Self::run) checks what it needs).
     pub fn entry(&self) -> BlockFn {
-        self.func
+        // SAFETY: the code was built by `build` with exactly the `BlockFn`
+        // signature (see `signature`); a transmute of a pointer calls nothing.
+        unsafe { core::mem::transmute::<*const u8, BlockFn>(self.code.entry()) }
     }
 }
 
 /// How many block kernels were compiled, and how many lookups found one compiled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockStats {
-    /// Kernels compiled (at most one per type per process).
+    /// Kernels compiled (one per type, unless evicted and asked for again).
     pub compiled: usize,
     /// Lookups ([`kernel`]) answered from the cache.
     pub reused: usize,
+    /// Kernels held now.
+    pub kernels: usize,
 }
 
-static COMPILED: AtomicUsize = AtomicUsize::new(0);
-static REUSED: AtomicUsize = AtomicUsize::new(0);
+/// Compiles and caches block kernels by GGUF type.
+pub struct BlockCache {
+    cache: Cache<&'static str, &'static BlockKernel, BlockJit>,
+}
+
+impl BlockCache {
+    /// An empty cache keeping at most `capacity` kernels; the Cranelift
+    /// verifier checks each function in debug builds.
+    pub fn new(capacity: usize) -> BlockCache {
+        BlockCache {
+            cache: Cache::new(capacity),
+        }
+    }
+
+    /// The kernel of GGUF type `name` (`Q4_K`, `BF16`, ...), from the cache or
+    /// compiled.
+    ///
+    /// # Errors
+    /// [`JitError::UnsupportedBlock`] for a type without a declaration or one the
+    /// lowering does not handle; a Cranelift failure.
+    pub fn kernel(&self, name: &str) -> Result<Arc<BlockJit>, JitError> {
+        let gk = declared(name)?;
+        self.cache
+            .get(&gk.name, || Ok(gk), |gk| compile(gk, host_f16()))
+    }
+
+    /// True when type `name`'s kernel is compiled and cached.
+    pub fn is_cached(&self, name: &str) -> bool {
+        declared(name).is_ok_and(|gk| self.cache.contains(&gk.name))
+    }
+
+    /// What it has done.
+    pub fn stats(&self) -> BlockStats {
+        let s = self.cache.stats();
+        BlockStats {
+            compiled: s.compiled as usize,
+            reused: s.reused as usize,
+            kernels: s.cached as usize,
+        }
+    }
+}
+
+/// The process-wide block cache.
+fn shared() -> &'static BlockCache {
+    static CACHE: OnceLock<BlockCache> = OnceLock::new();
+    CACHE.get_or_init(|| BlockCache::new(crate::DEFAULT_CAPACITY))
+}
 
 /// The process's block-kernel counters so far.
 pub fn stats() -> BlockStats {
-    BlockStats {
-        compiled: COMPILED.load(Ordering::Relaxed),
-        reused: REUSED.load(Ordering::Relaxed),
-    }
+    shared().stats()
 }
 
-/// The kernel of GGUF type `name` (`Q4_K`, `BF16`, ...): compiled on first use,
-/// then reused. The code lives for the process (at most one kernel per type).
+/// The kernel of GGUF type `name` from the process-wide [`BlockCache`]:
+/// compiled on first use, then reused.
 ///
 /// # Errors
-/// [`JitError::UnsupportedBlock`] for a type without a declaration or one the
-/// lowering does not handle; a Cranelift failure.
-pub fn kernel(name: &str) -> Result<&'static BlockJit, JitError> {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, &'static BlockJit>>> = OnceLock::new();
-    let gk = gguf::kernel(name).ok_or_else(|| JitError::UnsupportedBlock {
+/// As [`BlockCache::kernel`].
+pub fn kernel(name: &str) -> Result<Arc<BlockJit>, JitError> {
+    shared().kernel(name)
+}
+
+/// The declaration of GGUF type `name`.
+fn declared(name: &str) -> Result<&'static BlockKernel, JitError> {
+    gguf::kernel(name).ok_or_else(|| JitError::UnsupportedBlock {
         name: name.to_owned(),
         reason: "not a declared GGUF block type",
-    })?;
-    let mut map = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(&k) = map.get(gk.name) {
-        REUSED.fetch_add(1, Ordering::Relaxed);
-        return Ok(k);
-    }
-    let k: &'static BlockJit = Box::leak(Box::new(compile(
-        gk.name,
-        gk.block_bytes,
-        gk.block_elems,
-        gk.decl,
-        host_f16(),
-    )?));
-    COMPILED.fetch_add(1, Ordering::Relaxed);
-    map.insert(gk.name, k);
-    Ok(k)
+    })
 }
 
 /// The CLIF text of type `name`'s function (for review and tests).
@@ -156,14 +216,9 @@ pub fn kernel(name: &str) -> Result<&'static BlockJit, JitError> {
 /// # Errors
 /// As [`kernel`].
 pub fn clif(name: &str) -> Result<String, JitError> {
-    let gk = gguf::kernel(name).ok_or_else(|| JitError::UnsupportedBlock {
-        name: name.to_owned(),
-        reason: "not a declared GGUF block type",
-    })?;
-    let isa = host_isa()?;
-    Ok(build(gk.name, gk.block_bytes, gk.decl, &isa, host_f16())?
-        .display()
-        .to_string())
+    let gk = declared(name)?;
+    let (_, f) = compile::build(|isa| build(gk, isa, host_f16()))?;
+    Ok(f.display().to_string())
 }
 
 pub(crate) use crate::translate::{lanes, mem};
@@ -180,35 +235,17 @@ fn signature(isa: &OwnedTargetIsa) -> Signature {
 
 /// The IR of one type: a declared one through [`lower`], a plain float through
 /// [`plain`], F16 widened by the host's F16C where `host_f16` ([`host_f16`]).
-fn build(
-    name: &'static str,
-    block_bytes: usize,
-    decl: Option<&'static BlockDecl>,
-    isa: &OwnedTargetIsa,
-    host_f16: bool,
-) -> Result<Function, JitError> {
-    if isa.pointer_type() != types::I64 {
-        return Err(JitError::Not64Bit);
-    }
-    let sig = signature(isa);
-    let cfg = isa.frontend_config();
-    // x86's byte shuffle (SSSE3) where the host has it; Cranelift's `swizzle`
-    // elsewhere.
-    let pshufb = isa.name() == "x64"
-        && isa
-            .isa_flags()
-            .iter()
-            .any(|f| f.name == "has_ssse3" && f.as_bool() == Some(true));
-    match decl {
+/// x86's byte shuffle (SSSE3) where the host has it; Cranelift's `swizzle`
+/// elsewhere.
+fn build(gk: &BlockKernel, isa: &OwnedTargetIsa, host_f16: bool) -> Result<Function, JitError> {
+    let (sig, cfg, pshufb) = (
+        signature(isa),
+        isa.frontend_config(),
+        compile::has_pshufb(isa),
+    );
+    match gk.decl {
         Some(d) => lower::declared(d, sig, cfg, pshufb),
-        None => plain::plain(name, block_bytes, sig, cfg, pshufb, host_f16),
-    }
-}
-
-fn codegen(stage: Stage, e: impl core::fmt::Display) -> JitError {
-    JitError::Codegen {
-        stage,
-        message: e.to_string(),
+        None => plain::plain(gk.name, gk.block_bytes, sig, cfg, pshufb, host_f16),
     }
 }
 
@@ -219,53 +256,14 @@ fn host_f16() -> bool {
     dq_runtime::arch::f16_convert()
 }
 
-/// Builds, verifies (debug builds), compiles and finalizes one type.
-fn compile(
-    name: &'static str,
-    block_bytes: usize,
-    block_elems: usize,
-    decl: Option<&'static BlockDecl>,
-    host_f16: bool,
-) -> Result<BlockJit, JitError> {
-    let t0 = Instant::now();
-    let isa = host_isa()?;
-    let func = build(name, block_bytes, decl, &isa, host_f16)?;
-    if cfg!(debug_assertions) {
-        verify_function(&func, &*isa).map_err(|e| JitError::Verifier {
-            message: e.to_string(),
-        })?;
-    }
-    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
-    let id = module
-        .declare_function("dq_block", Linkage::Local, &func.signature)
-        .map_err(|e| codegen(Stage::Declare, e))?;
-    let mut ctx = Context::for_function(func);
-    ctx.set_disasm(std::env::var_os("DQ_JIT_DISASM").is_some());
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| codegen(Stage::Define, format_args!("{e:?}")))?;
-    let code = ctx.compiled_code();
-    if let Some(v) = code.and_then(|c| c.vcode.as_ref()) {
-        eprintln!("{name}:\n{v}");
-    }
-    let code_bytes = code.map_or(0, |c| c.code_info().total_size as usize);
-    module
-        .finalize_definitions()
-        .map_err(|e| codegen(Stage::Finalize, e))?;
-    let ptr = module.get_finalized_function(id);
-    // The code stays mapped for the process: block kernels are cached forever
-    // (one per type), so the module is never freed.
-    core::mem::forget(module);
-    // SAFETY: `ptr` is the finalized entry of a function with exactly the
-    // `BlockFn` signature (see `signature`), whose module is never freed.
-    let func = unsafe { core::mem::transmute::<*const u8, BlockFn>(ptr) };
+/// Compiles one type through the crate's one compile path.
+fn compile(gk: &BlockKernel, host_f16: bool) -> Result<BlockJit, JitError> {
+    let code = compile::compile(gk.name, |isa| build(gk, isa, host_f16))?;
     Ok(BlockJit {
-        name,
-        block_bytes,
-        block_elems,
-        code_bytes,
-        compile_ns: t0.elapsed().as_nanos() as u64,
-        func,
+        name: gk.name,
+        block_bytes: gk.block_bytes,
+        block_elems: gk.block_elems,
+        code,
     })
 }
 
@@ -289,7 +287,7 @@ mod tests {
             vec![false]
         };
         for host in paths {
-            let k = compile("F16", 2, 1, None, host).unwrap();
+            let k = compile(declared("F16").unwrap(), host).unwrap();
             let mut out = vec![0f32; 1 << 16];
             k.run(&src, &mut out).unwrap();
             for (h, y) in (0..=u16::MAX).zip(&out) {

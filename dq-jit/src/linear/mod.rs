@@ -56,16 +56,16 @@
 
 mod emit;
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
 
-use cranelift_codegen::ir::types;
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::isa::OwnedTargetIsa;
 use dq_runtime::DType;
 use dq_runtime::linear::{Groups, Linear, LinearError, Out, Packed, Packing, ScaleType};
 
+use crate::cache::{Cache, Code};
 use crate::compile::{self, Compiled};
 use crate::error::JitError;
 use crate::host_prefetch;
@@ -94,8 +94,6 @@ pub const STAGE_INPUTS: usize = 1024;
 pub const STAGE_STRIDE: usize = STAGE_INPUTS + 16;
 // A stage's prefetch takes a tile's words of an input: its 8 lines.
 const _: () = assert!(STAGE_WORDS * 4 == host_prefetch::ROW_BYTES);
-/// Shapes kept before the cache is emptied.
-const CAPACITY: usize = 256;
 
 /// Why the JIT could not run a linear.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -232,6 +230,12 @@ pub struct LinearKernel {
     shape: Shape,
 }
 
+impl Code for LinearKernel {
+    fn code_mut(&mut self) -> &mut Compiled {
+        &mut self.code
+    }
+}
+
 impl LinearKernel {
     /// Bytes of machine code.
     pub fn code_bytes(&self) -> usize {
@@ -263,7 +267,7 @@ impl LinearKernel {
     unsafe fn call(&self, args: &Args) {
         // SAFETY: the code was built for `LinearFn` by `emit::build` (one pointer
         // parameter, no result) and lives as long as `self.code`.
-        let f = unsafe { core::mem::transmute::<*const u8, LinearFn>(self.code.raw()) };
+        let f = unsafe { core::mem::transmute::<*const u8, LinearFn>(self.code.entry()) };
         // SAFETY: the caller's contract.
         unsafe { f(args) }
     }
@@ -282,14 +286,12 @@ pub struct LinearStats {
     pub kernels: usize,
 }
 
-/// Compiles and caches linear functions by [`Shape`].
+/// Compiles and caches linear functions by [`Shape`] (the crate's one cache:
+/// bounded, least recently used evicted).
 pub struct LinearJit {
-    cache: Mutex<HashMap<Shape, Arc<LinearKernel>>>,
-    compiled: AtomicU64,
-    reused: AtomicU64,
+    cache: Cache<Shape, (), LinearKernel>,
     streamed: AtomicU64,
     stream: bool,
-    verify: bool,
     f16_convert: bool,
 }
 
@@ -306,25 +308,32 @@ pub fn linear() -> &'static LinearJit {
 }
 
 impl LinearJit {
-    /// An empty cache; the Cranelift verifier checks each function in debug builds.
+    /// An empty cache keeping at most [`DEFAULT_CAPACITY`](crate::DEFAULT_CAPACITY)
+    /// functions; the Cranelift verifier checks each function in debug builds.
     pub fn new() -> LinearJit {
         LinearJit {
-            cache: Mutex::new(HashMap::new()),
-            compiled: AtomicU64::new(0),
-            reused: AtomicU64::new(0),
+            cache: Cache::new(crate::DEFAULT_CAPACITY),
             streamed: AtomicU64::new(0),
             stream: true,
-            verify: cfg!(debug_assertions),
             f16_convert: true,
         }
     }
 
-    /// This JIT with f16 outputs' tables rounded by the host's f16 instructions
-    /// (F16C) when `on` (the default, where the host has them), or by integer
-    /// code in the function (for tests of that code on hosts with F16C). Both
-    /// give the same bits.
+    /// This JIT (emptied) keeping at most `capacity` functions.
+    pub fn with_capacity(self, capacity: usize) -> LinearJit {
+        LinearJit {
+            cache: Cache::new(capacity),
+            ..self
+        }
+    }
+
+    /// This JIT (emptied) with f16 outputs' tables rounded by the host's f16
+    /// instructions (F16C) when `on` (the default, where the host has them), or
+    /// by integer code in the function (for tests of that code on hosts with
+    /// F16C). Both give the same bits.
     pub fn with_f16_conversion(self, on: bool) -> LinearJit {
         LinearJit {
+            cache: Cache::new(self.cache.capacity()),
             f16_convert: on,
             ..self
         }
@@ -344,16 +353,19 @@ impl LinearJit {
 
     /// What it has done.
     pub fn stats(&self) -> LinearStats {
+        let s = self.cache.stats();
         LinearStats {
-            compiled: self.compiled.load(Ordering::Relaxed),
-            reused: self.reused.load(Ordering::Relaxed),
+            compiled: s.compiled,
+            reused: s.reused,
             streamed: self.streamed.load(Ordering::Relaxed),
-            kernels: self.lock().len(),
+            kernels: s.cached as usize,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Shape, Arc<LinearKernel>>> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    /// True when the function for `l` written as `out` (plain stores) is
+    /// compiled and cached.
+    pub fn is_cached(&self, l: &Linear<'_>, out: DType) -> bool {
+        self.cache.contains(&Shape::of(l, out))
     }
 
     /// The function for `l` written as `out`, from the cache or compiled.
@@ -366,36 +378,32 @@ impl LinearJit {
 
     /// The function of `shape`, from the cache or compiled.
     fn kernel_of(&self, shape: Shape) -> Result<Arc<LinearKernel>, JitError> {
-        if let Some(k) = self.lock().get(&shape) {
-            self.reused.fetch_add(1, Ordering::Relaxed);
-            return Ok(k.clone());
-        }
-        let k = Arc::new(self.compile(&shape)?);
-        self.compiled.fetch_add(1, Ordering::Relaxed);
-        let mut cache = self.lock();
-        if cache.len() >= CAPACITY {
-            cache.clear();
-        }
-        Ok(cache.entry(shape).or_insert(k).clone())
+        self.cache.get(
+            &shape,
+            || Ok(()),
+            |()| {
+                let code = compile::compile("linear", |isa| self.build(&shape, isa))?;
+                Ok(LinearKernel { code, shape })
+            },
+        )
     }
 
-    fn compile(&self, shape: &Shape) -> Result<LinearKernel, JitError> {
-        let t0 = Instant::now();
-        let isa = compile::host_isa()?;
-        if isa.pointer_type() != types::I64 {
-            return Err(JitError::Not64Bit);
-        }
-        if !has_pshufb(&isa) {
+    /// The IR of `shape`'s function.
+    ///
+    /// # Errors
+    /// [`JitError::UnsupportedHost`] without SSSE3 and SSE4.1.
+    fn build(&self, shape: &Shape, isa: &OwnedTargetIsa) -> Result<Function, JitError> {
+        if !(compile::has_pshufb(isa) && compile::has_flag(isa, "has_sse41")) {
             return Err(JitError::UnsupportedHost {
                 reason: "the linear JIT needs SSSE3 and SSE4.1 (x86-64)",
             });
         }
-        let func = emit::build(shape, &isa, self.host_f16());
-        let code = compile::compile_function(func, isa, self.verify, t0)?;
-        Ok(LinearKernel {
-            code,
-            shape: *shape,
-        })
+        Ok(emit::build(shape, isa, self.host_f16()))
+    }
+
+    /// The host ISA and the IR of the function for `l` written as `out`.
+    fn ir(&self, l: &Linear<'_>, out: DType) -> Result<(OwnedTargetIsa, Function), JitError> {
+        compile::build(|isa| self.build(&Shape::of(l, out), isa))
     }
 
     /// The CLIF text of the function for `l` written as `out` (for review and tests).
@@ -403,10 +411,7 @@ impl LinearJit {
     /// # Errors
     /// As [`kernel`](Self::kernel).
     pub fn clif(&self, l: &Linear<'_>, out: DType) -> Result<String, JitError> {
-        let isa = compile::host_isa()?;
-        Ok(emit::build(&Shape::of(l, out), &isa, self.host_f16())
-            .display()
-            .to_string())
+        Ok(self.ir(l, out)?.1.display().to_string())
     }
 
     /// Runs the Cranelift verifier on the function for `l` written as `out`.
@@ -414,11 +419,8 @@ impl LinearJit {
     /// # Errors
     /// [`JitError::Verifier`] with its message, or as [`kernel`](Self::kernel).
     pub fn verify(&self, l: &Linear<'_>, out: DType) -> Result<(), JitError> {
-        let isa = compile::host_isa()?;
-        let f = emit::build(&Shape::of(l, out), &isa, self.host_f16());
-        cranelift_codegen::verify_function(&f, &*isa).map_err(|e| JitError::Verifier {
-            message: e.to_string(),
-        })
+        let (isa, f) = self.ir(l, out)?;
+        compile::verify(&isa, &f)
     }
 
     /// Writes rows `rows` of `l` into `out` (row-major, `rows.len() * K`
@@ -563,16 +565,6 @@ fn calls(
     })
 }
 
-/// True when `isa` has the byte shuffle and lane inserts the functions use.
-fn has_pshufb(isa: &cranelift_codegen::isa::OwnedTargetIsa) -> bool {
-    let flag = |name: &str| {
-        isa.isa_flags()
-            .iter()
-            .any(|f| f.name == name && f.as_bool() == Some(true))
-    };
-    isa.name() == "x64" && flag("has_ssse3") && flag("has_sse41")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -603,9 +595,6 @@ mod tests {
         assert!(ahead_limit(&q(usize::MAX / 2, &words)).is_null());
     }
 
-    /// The CLIF of one tiny linear shape (4-bit along K, no zero points, f32
-    /// scales, bf16 out), so changes in emitted code show in review.
-    /// `DQ_BLESS=1 cargo test -p dq-jit` rewrites `tests/linear_tiny.clif`.
     #[test]
     fn calls_cover_each_input_once_and_end_where_lines_do() {
         for (k, chunk, shift) in [
@@ -625,39 +614,6 @@ mod tests {
             }
             assert!(ks.iter().all(|r| r.len() <= chunk && !r.is_empty()));
         }
-    }
-
-    #[test]
-    fn clif_of_a_tiny_linear() {
-        let (word, scale) = ([0u8; 4], [0u8; 4]);
-        let weights = Packed {
-            words: &word,
-            bits: 4,
-            packing: Packing::Inner,
-            row_stride: 1,
-            col_stride: 1,
-            offset: -8,
-        };
-        let scales = Scales {
-            bytes: &scale,
-            dtype: ScaleType::F32,
-            row_stride: 1,
-            col_stride: 1,
-        };
-        let l = Linear::new(1, 8, 1, weights, None, scales, Groups::Size(8)).unwrap();
-        let jit = LinearJit::new();
-        jit.verify(&l, DType::BF16).unwrap();
-        let text = jit.clif(&l, DType::BF16).unwrap();
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/linear_tiny.clif");
-        if std::env::var_os("DQ_BLESS").is_some() {
-            std::fs::write(path, &text).unwrap();
-        }
-        let want =
-            std::fs::read_to_string(path).expect("tests/linear_tiny.clif (DQ_BLESS=1 writes it)");
-        assert_eq!(
-            text, want,
-            "emitted CLIF changed: review, then rerun with DQ_BLESS=1"
-        );
     }
 
     /// A stride no index reaches (one column) compiles into code that never uses

@@ -109,7 +109,7 @@ impl<'a, 'f> Translator<'a, 'f> {
 
     /// f16 bits of four F32X4 (16 values) by the host's F16C conversion, called
     /// through [`host_f16`]: two I16X8 of the 16 f16 in order. Only under
-    /// [`Spec::f16_tables`](crate::spec::Spec::f16_tables).
+    /// [`Spec::f16_tables`](crate::spec::Spec::f16_tables()).
     pub(super) fn round_f16_host(&mut self, ys: [Value; 4]) -> Vec<Value> {
         let slot = self.table_slot();
         let out = self.add_imm(slot, 64);

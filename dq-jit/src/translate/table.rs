@@ -299,7 +299,7 @@ impl<'a, 'f> Translator<'a, 'f> {
     }
 
     /// Table lookups over `j0..j1`: 32 elements a step (all in one call of the
-    /// host's lookups where [`Spec::host_lookups`](crate::Spec::host_lookups)
+    /// host's lookups where [`Spec::host_lookups`](crate::Spec::host_lookups())
     /// says), then one 16-element step
     /// when 16 are left (unless only a call's first or last segment can end
     /// short of a 32-element step: its rest is left to the scalar tail, which

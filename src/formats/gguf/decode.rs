@@ -1,6 +1,8 @@
 //! Dequantizing one tensor into a caller's f32, f16 or bf16 buffer, on a chosen
 //! backend and number of threads.
 
+use std::sync::Arc;
+
 use dq_jit::block::BlockJit;
 use dq_runtime::Backend;
 use dq_runtime::block::{self, BlockKernel};
@@ -44,7 +46,7 @@ fn kernel(ty: GgmlType) -> Option<&'static BlockKernel> {
 }
 
 /// The JIT block kernel of a supported type (compiled on first use, then reused).
-fn jit_kernel(ty: GgmlType, name: &str) -> Result<&'static BlockJit> {
+fn jit_kernel(ty: GgmlType, name: &str) -> Result<Arc<BlockJit>> {
     dq_jit::block::kernel(ty.name()).map_err(|source| GgufError::Jit {
         ty,
         name: name.to_owned(),
@@ -53,11 +55,10 @@ fn jit_kernel(ty: GgmlType, name: &str) -> Result<&'static BlockJit> {
 }
 
 /// The kernel a backend decodes with.
-#[derive(Clone, Copy)]
 enum Decoder {
     Reference,
     Generated(&'static BlockKernel),
-    Jit(&'static BlockJit),
+    Jit(Arc<BlockJit>),
 }
 
 impl<B: AsRef<[u8]>> Gguf<B> {
@@ -115,7 +116,7 @@ impl<B: AsRef<[u8]>> Gguf<B> {
         let data = self.tensor_data(t)?;
         let (pick, timed) = match opts.backend() {
             Backend::Reference => {
-                decode(ty, data, out, opts, Decoder::Reference);
+                decode(ty, data, out, opts, &Decoder::Reference);
                 return Ok(());
             }
             Backend::Jit => (Pick::Jit, false),
@@ -133,7 +134,7 @@ impl<B: AsRef<[u8]>> Gguf<B> {
             Pick::Generated => generated,
         };
         let start = std::time::Instant::now();
-        decode(ty, data, out, opts, decoder);
+        decode(ty, data, out, opts, &decoder);
         if timed {
             let pick = if matches!(decoder, Decoder::Jit(_)) {
                 Pick::Jit
@@ -148,7 +149,7 @@ impl<B: AsRef<[u8]>> Gguf<B> {
 }
 
 /// Decodes `data`, the blocks of type `ty`, into `out` with `decoder`.
-fn decode<T: Element>(ty: GgmlType, data: &[u8], out: &mut [T], opts: &Options, decoder: Decoder) {
+fn decode<T: Element>(ty: GgmlType, data: &[u8], out: &mut [T], opts: &Options, decoder: &Decoder) {
     let size = ty.type_size();
     let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
         let bytes = &data[blocks.start * size..blocks.end * size];

@@ -1,0 +1,11 @@
+// Only the JIT makes specs: safe code cannot build one to describe other code.
+use dq::dq_jit::Spec;
+
+fn forge(other: &Spec) -> Spec {
+    Spec {
+        f16_blocks: true,
+        ..other.clone()
+    }
+}
+
+fn main() {}
