@@ -1,5 +1,5 @@
 // Only the JIT makes specs: safe code cannot build one to describe other code.
-use dq::dq_jit::Spec;
+use dq::jit::Spec;
 
 fn forge(other: &Spec) -> Spec {
     Spec {

@@ -2,7 +2,7 @@
 // retarget a cached kernel to another plan's spec.
 use std::sync::Arc;
 
-use dq::dq_jit::{CompiledKernel, Spec};
+use dq::jit::{CompiledKernel, Spec};
 
 fn retarget(mut kernel: Arc<CompiledKernel>, other: &Spec) {
     let k = Arc::get_mut(&mut kernel).unwrap();
