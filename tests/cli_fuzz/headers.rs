@@ -191,7 +191,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 fn header_len(bytes: &[u8], ext: &str) -> usize {
     if ext == "safetensors" && bytes.len() >= 8 {
         let n = u64::from_le_bytes(bytes[..8].try_into().unwrap());
-        (8 + n as usize).min(bytes.len())
+        n.saturating_add(8).min(bytes.len() as u64) as usize
     } else {
         bytes.len().min(1024)
     }
