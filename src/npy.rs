@@ -17,7 +17,6 @@
 //! # Ok::<(), npy::Error>(())
 //! ```
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -178,7 +177,7 @@ fn parse_descr(d: &str) -> Result<DType, HeaderError> {
 /// [`Error::Io`] when the file cannot be read, another [`Error`] naming what is wrong
 /// with its contents.
 pub fn read(path: &Path) -> Result<Npy, Error> {
-    let mut f = File::open(path)?;
+    let mut f = crate::formats::input::open(path)?;
     let file_len = f.metadata()?.len();
     let mut pre = [0u8; 8];
     f.read_exact(&mut pre).map_err(|_| Error::TooShort)?;

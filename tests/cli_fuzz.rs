@@ -11,8 +11,16 @@
 //!
 //! Cases: `DQ_CLI_FUZZ_CASES` (default 150; each case runs the binary). `DQ_CLI_BIN`
 //! points the tests at another build of the binary.
+//!
+//! [`headers`] does the same for input files: mutated GGUF and safetensors headers
+//! through the parsers, `dq inspect` and `dq convert` (`DQ_FILE_FUZZ_CASES`).
 #![cfg(unix)]
 mod support;
+
+#[path = "hostile/files.rs"]
+mod files;
+#[path = "cli_fuzz/headers.rs"]
+mod headers;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -1,15 +1,16 @@
 //! `dq convert INPUT OUTPUT.safetensors`: every tensor of a GGUF file or a
 //! HuggingFace checkpoint, dequantized, into one safetensors file.
 //!
-//! Everything is checked before a byte is written (types, backend, output path);
-//! the tensors are then produced one at a time as the `safetensors` crate writes
-//! them (memory: about the largest tensor), into a temporary file in the output's
-//! folder that is renamed onto OUTPUT at the end. On any failure no OUTPUT exists.
+//! Everything is checked before a byte is allocated or written (types, backend,
+//! output path, the largest tensor against the memory limit, the file against the
+//! free disk space); the tensors are then produced one at a time as they are written
+//! (memory: about the largest tensor), into a temporary file in the output's folder
+//! (`.dq-convert-<pid>-*.tmp`, see [`super::cleanup`]) that is renamed onto OUTPUT at
+//! the end. On any failure no OUTPUT and no temporary file exists.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
-use std::io::IsTerminal;
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -19,9 +20,17 @@ use dq::formats::hf::Dtype;
 use dq::{Backend, Options};
 use half::{bf16, f16};
 use indicatif::{ProgressBar, ProgressStyle};
-use safetensors::tensor::View;
+use safetensors::tensor::{Metadata, TensorInfo};
 
+use super::cleanup::{self, TempFile};
+use super::limits::{self, LimitError};
 use super::source::{Item, ItemError, Kind, Source, SourceError};
+use super::text::escape;
+
+/// The temporary file's name: `.dq-convert-<pid>-<random>.tmp`.
+const TEMP_PREFIX: &str = ".dq-convert-";
+/// The safetensors crate's cap on a header (its readers refuse a larger one).
+const MAX_HEADER: usize = 100_000_000;
 
 /// `dq convert`.
 #[derive(Debug, Args)]
@@ -43,6 +52,10 @@ pub struct ConvertArgs {
     /// Leave out GGUF tensors of types dq does not decode (each is named on stderr).
     #[arg(long)]
     pub skip_unsupported: bool,
+    /// Most memory one tensor's output may take, e.g. 8G (default: the available
+    /// memory, /proc/meminfo's MemAvailable).
+    #[arg(long, value_name = "SIZE", value_parser = limits::parse_size)]
+    pub max_memory: Option<u64>,
 }
 
 /// The output dtypes.
@@ -123,13 +136,28 @@ pub enum ConvertError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The safetensors writer failed.
+    /// The kernel could not read the mapped input while writing it out (`EFAULT`):
+    /// the file was truncated meanwhile.
+    #[error("{path}: input file changed or shrank while being read", path = path.display())]
+    InputChanged {
+        /// The input.
+        path: PathBuf,
+    },
+    /// The output's header cannot be made (safetensors' rules).
     #[error("{path}: {source}", path = path.display())]
-    Write {
+    Header {
         /// The output.
         path: PathBuf,
-        /// The writer's error.
+        /// What is wrong.
         source: safetensors::SafeTensorError,
+    },
+    /// A tensor would not fit in memory, or the file on its disk.
+    #[error("{path}: {source}", path = path.display())]
+    Limit {
+        /// The input.
+        path: PathBuf,
+        /// Which limit.
+        source: LimitError,
     },
 }
 
@@ -167,12 +195,23 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
             path: a.output.clone(),
         });
     }
-    let temp = reserve(&a.output)?;
+    let dir = folder(&a.output);
+    cleanup::sweep(dir, TEMP_PREFIX);
+    let layout = Layout::new(&items.kept, dtype).map_err(|source| ConvertError::Header {
+        path: a.output.clone(),
+        source,
+    })?;
+    check_limits(a, &items.kept, dtype, &layout)?;
+    let (temp, file) = TempFile::new(dir, TEMP_PREFIX).map_err(|source| ConvertError::Io {
+        path: a.output.clone(),
+        source,
+    })?;
     for name in &items.skipped {
-        eprintln!("dq: skipped {name} (--skip-unsupported)");
+        eprintln!("dq: skipped {} (--skip-unsupported)", escape(name));
     }
     let (written, skipped) = (items.kept.len(), items.skipped.len());
-    let bytes = write(temp, &a.output, &items.kept, dtype, &opts)?;
+    let paths = (a.input.as_path(), a.output.as_path());
+    let bytes = write(temp, file, paths, &items.kept, &layout, dtype, &opts)?;
     let s = Summary {
         tensors: written,
         skipped,
@@ -253,38 +292,132 @@ fn default_dtype(items: &Selected<'_>) -> OutDtype {
         .unwrap_or(OutDtype::F32)
 }
 
-/// Shared by the lazy tensors while the file is written.
-struct Ctx<'a> {
+/// The folder of `output` (`.` for a bare file name).
+fn folder(output: &Path) -> &Path {
+    match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// The input's bytes of `item`, when they are written as they are.
+fn as_is<'a>(item: &Item<'a>, dtype: OutDtype) -> Option<&'a [u8]> {
+    match &item.kind {
+        Kind::Copy(t) => Some(t.data()),
+        Kind::Float(t) if t.dtype() == dtype.safetensors() => Some(t.data()),
+        _ => None,
+    }
+}
+
+/// The output dtype of `item`.
+fn out_dtype(item: &Item<'_>, dtype: OutDtype) -> Dtype {
+    match &item.kind {
+        Kind::Copy(t) => t.dtype(),
+        _ => dtype.safetensors(),
+    }
+}
+
+/// Bytes of `item` in the output; `None` when that overflows.
+fn out_len(item: &Item<'_>, dtype: OutDtype) -> Option<u64> {
+    match as_is(item, dtype) {
+        Some(b) => Some(b.len() as u64),
+        None => (item.shape.iter()).try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d as u64)),
+    }
+}
+
+/// The output file's layout: its header, and the tensors in the order written
+/// (safetensors' order: dtype alignment descending, then name).
+struct Layout {
+    header: Vec<u8>,
+    order: Vec<usize>,
+    data_len: u64,
+}
+
+impl Layout {
+    fn new(items: &[Item<'_>], dtype: OutDtype) -> Result<Layout, safetensors::SafeTensorError> {
+        let overflow = || safetensors::SafeTensorError::ValidationOverflow;
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&items[a], &items[b]);
+            (out_dtype(b, dtype).cmp(&out_dtype(a, dtype))).then(a.name.cmp(&b.name))
+        });
+        let mut offset = 0usize;
+        let mut infos = Vec::with_capacity(items.len());
+        for &i in &order {
+            let item = &items[i];
+            let len = out_len(item, dtype)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(overflow)?;
+            let end = offset.checked_add(len).ok_or_else(overflow)?;
+            let info = TensorInfo {
+                dtype: out_dtype(item, dtype),
+                shape: item.shape.clone(),
+                data_offsets: (offset, end),
+            };
+            infos.push((item.name.clone(), info));
+            offset = end;
+        }
+        let format = HashMap::from([("format".to_owned(), "pt".to_owned())]);
+        let metadata = Metadata::new(Some(format), infos)?;
+        let mut header =
+            serde_json::to_vec(&metadata).map_err(safetensors::SafeTensorError::JsonError)?;
+        header.resize(header.len().next_multiple_of(8), b' ');
+        if header.len() > MAX_HEADER {
+            return Err(safetensors::SafeTensorError::HeaderTooLarge);
+        }
+        Ok(Layout {
+            header,
+            order,
+            data_len: offset as u64,
+        })
+    }
+
+    /// Bytes of the whole file.
+    fn file_len(&self) -> u64 {
+        8 + self.header.len() as u64 + self.data_len
+    }
+}
+
+/// Before anything is allocated or written: the largest tensor produced in memory
+/// fits the memory limit, and the file the free space of its folder.
+fn check_limits(
+    a: &ConvertArgs,
+    items: &[Item<'_>],
     dtype: OutDtype,
-    opts: &'a Options,
-    bar: ProgressBar,
-    failed: RefCell<Option<ItemError>>,
+    layout: &Layout,
+) -> Result<(), ConvertError> {
+    let limit = |source| ConvertError::Limit {
+        path: a.input.clone(),
+        source,
+    };
+    let produced = items.iter().filter(|i| as_is(i, dtype).is_none());
+    if let Some(item) = produced.max_by_key(|i| out_len(i, dtype).unwrap_or(u64::MAX)) {
+        let need = out_len(item, dtype).ok_or_else(|| {
+            limit(LimitError::Overflow {
+                tensor: item.name.clone(),
+            })
+        })?;
+        limits::check_memory(&item.name, need, a.max_memory).map_err(limit)?;
+    }
+    limits::check_disk(&a.output, folder(&a.output), layout.file_len()).map_err(limit)
 }
 
-/// A tensor whose bytes are produced when the writer asks for them.
-struct Lazy<'a> {
-    item: &'a Item<'a>,
-    ctx: &'a Ctx<'a>,
-}
-
-impl Lazy<'_> {
-    /// The input's bytes, when they are written as they are.
-    fn as_is(&self) -> Option<&[u8]> {
-        match &self.item.kind {
-            Kind::Copy(t) => Some(t.data()),
-            Kind::Float(t) if t.dtype() == self.ctx.dtype.safetensors() => Some(t.data()),
-            _ => None,
-        }
+/// The bytes of `item` in the output: borrowed from the input, or produced.
+fn produce<'a>(
+    item: &Item<'a>,
+    dtype: OutDtype,
+    opts: &Options,
+) -> Result<Cow<'a, [u8]>, ItemError> {
+    if let Some(b) = as_is(item, dtype) {
+        return Ok(Cow::Borrowed(b));
     }
-
-    fn produce(&self) -> Result<Vec<u8>, ItemError> {
-        let (n, opts) = (self.item.elements(), self.ctx.opts);
-        match self.ctx.dtype {
-            OutDtype::F32 => bytes_of::<f32>(self.item, n, opts),
-            OutDtype::F16 => bytes_of::<f16>(self.item, n, opts),
-            OutDtype::Bf16 => bytes_of::<bf16>(self.item, n, opts),
-        }
-    }
+    let n = item.elements();
+    let bytes = match dtype {
+        OutDtype::F32 => bytes_of::<f32>(item, n, opts),
+        OutDtype::F16 => bytes_of::<f16>(item, n, opts),
+        OutDtype::Bf16 => bytes_of::<bf16>(item, n, opts),
+    }?;
+    Ok(Cow::Owned(bytes))
 }
 
 /// The item's elements as little-endian `T` bytes (decoded in place when the byte
@@ -308,70 +441,14 @@ fn bytes_of<T: Element>(item: &Item<'_>, n: usize, opts: &Options) -> Result<Vec
     Ok(bytes)
 }
 
-impl View for Lazy<'_> {
-    fn dtype(&self) -> Dtype {
-        match &self.item.kind {
-            Kind::Copy(t) => t.dtype(),
-            _ => self.ctx.dtype.safetensors(),
-        }
-    }
-
-    fn shape(&self) -> &[usize] {
-        &self.item.shape
-    }
-
-    fn data(&self) -> Cow<'_, [u8]> {
-        let bytes = if let Some(b) = self.as_is() {
-            Cow::Borrowed(b)
-        } else if self.ctx.failed.borrow().is_some() {
-            Cow::Owned(vec![0; self.data_len()])
-        } else {
-            match self.produce() {
-                Ok(b) => Cow::Owned(b),
-                Err(e) => {
-                    // `View::data` cannot fail: the error is kept, zeros written, and
-                    // the temporary file deleted after the writer returns.
-                    *self.ctx.failed.borrow_mut() = Some(e);
-                    Cow::Owned(vec![0; self.data_len()])
-                }
-            }
-        };
-        self.ctx.bar.inc(bytes.len() as u64);
-        self.ctx.bar.set_message(self.item.name.clone());
-        bytes
-    }
-
-    fn data_len(&self) -> usize {
-        match self.as_is() {
-            Some(b) => b.len(),
-            None => self.item.elements() * self.ctx.dtype.size(),
-        }
-    }
-}
-
-/// A temporary file in `output`'s folder (which shows that the folder is writable).
-fn reserve(output: &Path) -> Result<tempfile::TempPath, ConvertError> {
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    tempfile::Builder::new()
-        .prefix(".dq-convert-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map(tempfile::NamedTempFile::into_temp_path)
-        .map_err(|source| ConvertError::Io {
-            path: output.to_owned(),
-            source,
-        })
-}
-
-/// Writes `items` to `temp`, then renames it onto `output`; returns the bytes of
-/// tensor data written. On failure `temp` is deleted.
+/// Writes `items` to `temp` in `layout`'s order, then renames it onto `output`;
+/// returns the bytes of tensor data written. On failure `temp` is deleted.
 fn write(
-    temp: tempfile::TempPath,
-    output: &Path,
+    temp: TempFile,
+    file: std::fs::File,
+    (input, output): (&Path, &Path),
     items: &[Item<'_>],
+    layout: &Layout,
     dtype: OutDtype,
     opts: &Options,
 ) -> Result<u64, ConvertError> {
@@ -379,43 +456,44 @@ fn write(
         path: output.to_owned(),
         source,
     };
-    let ctx = Ctx {
-        dtype,
-        opts,
-        bar: progress_bar(),
-        failed: RefCell::new(None),
-    };
-    let tensors: Vec<(&str, Lazy<'_>)> = items
-        .iter()
-        .map(|item| (item.name.as_str(), Lazy { item, ctx: &ctx }))
-        .collect();
-    let total: u64 = tensors.iter().map(|(_, t)| t.data_len() as u64).sum();
-    ctx.bar.set_length(total);
-    let metadata = HashMap::from([("format".to_owned(), "pt".to_owned())]);
-    safetensors::serialize_to_file(tensors, Some(metadata), &temp).map_err(|source| {
-        ConvertError::Write {
-            path: output.to_owned(),
-            source,
-        }
-    })?;
-    ctx.bar.finish_and_clear();
-    if let Some(source) = ctx.failed.into_inner() {
-        // `temp` is deleted when it goes out of scope.
-        return Err(ConvertError::Item {
+    let bar = progress_bar();
+    bar.set_length(layout.data_len);
+    let mut w = BufWriter::with_capacity(1 << 20, &file);
+    w.write_all(&(layout.header.len() as u64).to_le_bytes())
+        .map_err(io)?;
+    w.write_all(&layout.header).map_err(io)?;
+    for &i in &layout.order {
+        let item = &items[i];
+        let bytes = produce(item, dtype, opts).map_err(|source| ConvertError::Item {
             path: output.to_owned(),
             source,
             hint: "",
-        });
+        })?;
+        w.write_all(&bytes).map_err(|e| {
+            // Bytes borrowed from a map that was cut short: the kernel's copy faults.
+            if e.raw_os_error() == Some(libc::EFAULT) {
+                ConvertError::InputChanged {
+                    path: input.to_owned(),
+                }
+            } else {
+                io(e)
+            }
+        })?;
+        bar.inc(bytes.len() as u64);
+        bar.set_message(escape(&item.name).into_owned());
     }
-    // The writer's temporary file was created private (0600); the output is an
-    // ordinary file.
+    w.flush().map_err(io)?;
+    drop(w);
+    bar.finish_and_clear();
+    // The temporary file was created private (0600); the output is an ordinary file.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).map_err(io)?;
+        let mode = std::fs::Permissions::from_mode(0o644);
+        std::fs::set_permissions(temp.path(), mode).map_err(io)?;
     }
-    temp.persist(output).map_err(|e| io(e.error))?;
-    Ok(total)
+    temp.persist(output).map_err(io)?;
+    Ok(layout.data_len)
 }
 
 /// A byte progress bar on a terminal (stderr); hidden otherwise.
@@ -443,7 +521,7 @@ fn print_summary(output: &Path, dtype: OutDtype, opts: &Options, s: &Summary) {
     });
     println!(
         "wrote {}: {} tensors{skipped}, {} bytes read, {} bytes written ({}), {:.3} s, {:.2} GB/s (read + written), backend {}, {} thread(s){jit}",
-        output.display(),
+        escape(&output.display().to_string()),
         s.tensors,
         s.read,
         s.written,

@@ -10,6 +10,7 @@ use dq::formats::gguf::{Gguf, MetaValue, TensorInfo};
 use serde_json::{Value, json};
 
 use super::source::{Source, SourceError};
+use super::text::{self, escape, pad, pad_left};
 
 /// `dq inspect`.
 #[derive(Debug, Args)]
@@ -40,20 +41,18 @@ pub fn inspect(a: &InspectArgs) -> Result<(), SourceError> {
     Ok(())
 }
 
-/// Pretty JSON on stdout.
+/// Pretty JSON on stdout, with the characters [`text::needs_escape`] names escaped.
 pub fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).expect("JSON values serialize")
-    );
+    let json = serde_json::to_string_pretty(v).expect("JSON values serialize");
+    println!("{}", text::escape_json(&json));
 }
 
 fn print_text(path: &std::path::Path, f: &Gguf) {
-    println!("{}", path.display());
+    println!("{}", escape(&path.display().to_string()));
     println!(
         "GGUF version {}, architecture {}, {} tensors, {} metadata keys, alignment {}, data at byte {}",
         f.version(),
-        f.architecture().unwrap_or("(none)"),
+        escape(f.architecture().unwrap_or("(none)")),
         f.tensors().len(),
         f.metadata_len(),
         f.alignment(),
@@ -61,38 +60,33 @@ fn print_text(path: &std::path::Path, f: &Gguf) {
     );
     println!();
     println!("metadata:");
-    let width = f.metadata().map(|(k, _)| k.len()).max().unwrap_or(0);
-    for (key, value) in f.metadata() {
+    let keys: Vec<(String, MetaValue<'_>)> = f
+        .metadata()
+        .map(|(k, v)| (escape(k).into_owned(), v))
+        .collect();
+    let width = text::width(keys.iter().map(|(k, _)| k.as_str()));
+    for (key, value) in &keys {
         println!(
-            "  {key:<width$}  {:<14} {}",
-            type_label(&value),
-            value_text(&value)
+            "  {}  {} {}",
+            pad(key, width),
+            pad(&type_label(value), 14),
+            value_text(value)
         );
     }
     println!();
     let rows: Vec<[String; 5]> = f.tensors().iter().map(tensor_row).collect();
     let header = ["name", "type", "shape", "bytes", "supported"].map(String::from);
     let widths: Vec<usize> = (0..5)
-        .map(|c| {
-            rows.iter()
-                .chain([&header])
-                .map(|r| r[c].len())
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|c| text::width(rows.iter().chain([&header]).map(|r| r[c].as_str())))
         .collect();
     for r in [&header].into_iter().chain(&rows) {
         println!(
-            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
+            "{}  {}  {}  {}  {}",
+            pad(&r[0], widths[0]),
+            pad(&r[1], widths[1]),
+            pad(&r[2], widths[2]),
+            pad_left(&r[3], widths[3]),
             r[4],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
         );
     }
     let (ok, total) = (
@@ -104,7 +98,7 @@ fn print_text(path: &std::path::Path, f: &Gguf) {
 
 fn tensor_row(t: &TensorInfo) -> [String; 5] {
     [
-        t.name().to_owned(),
+        escape(t.name()).into_owned(),
         t.type_name(),
         format!("{:?}", t.shape()),
         t.byte_size().map_or_else(|| "?".into(), |b| b.to_string()),
@@ -120,16 +114,17 @@ fn type_label(v: &MetaValue<'_>) -> String {
     }
 }
 
-/// A value as text; arrays show their first elements, then how many more.
+/// A value as text; arrays show their first elements, then how many more. Strings
+/// are quoted and escaped ([`escape`]).
 fn value_text(v: &MetaValue<'_>) -> String {
     match v {
         MetaValue::String(b) => {
             let text = String::from_utf8_lossy(b);
             if text.chars().count() > STRING_HEAD {
                 let head: String = text.chars().take(STRING_HEAD).collect();
-                format!("{head:?}... ({} bytes)", b.len())
+                format!("\"{}\"... ({} bytes)", escape(&head), b.len())
             } else {
-                format!("{text:?}")
+                format!("\"{}\"", escape(&text))
             }
         }
         MetaValue::Array(a) => {

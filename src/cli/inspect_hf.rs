@@ -4,6 +4,8 @@
 use dq::formats::hf::{Checkpoint, QuantLinear};
 use serde_json::{Value, json};
 
+use super::text::{self, escape, pad};
+
 /// Whether the linear has an act-order `g_idx` (one that is not sorted).
 fn act_order(l: &QuantLinear<'_>) -> bool {
     l.g_idx().is_some_and(|g| !g.is_sorted())
@@ -26,7 +28,7 @@ fn group(l: &QuantLinear<'_>) -> String {
 
 /// The text report.
 pub fn print_text(c: &Checkpoint) {
-    println!("{}", c.path().display());
+    println!("{}", escape(&c.path().display().to_string()));
     let files = c.files().count();
     let format = c
         .config()
@@ -39,14 +41,14 @@ pub fn print_text(c: &Checkpoint) {
         others.len()
     );
     if let Some(q) = c.config() {
-        println!("quantization_config: {q:?}");
+        println!("quantization_config: {}", escape(&format!("{q:?}")));
     }
     println!();
     let rows: Vec<Vec<String>> = linears
         .iter()
         .map(|l| {
             vec![
-                l.name().to_owned(),
+                escape(l.name()).into_owned(),
                 l.scheme().to_string(),
                 l.scheme().bits().to_string(),
                 group(l),
@@ -63,7 +65,7 @@ pub fn print_text(c: &Checkpoint) {
         .iter()
         .map(|t| {
             vec![
-                t.name().to_owned(),
+                escape(t.name()).into_owned(),
                 t.dtype().to_string(),
                 format!("{:?}", t.shape()),
                 t.data().len().to_string(),
@@ -73,24 +75,14 @@ pub fn print_text(c: &Checkpoint) {
     table(&["tensor", "dtype", "shape", "bytes"], &rows);
 }
 
-/// Left-aligned columns, two spaces apart.
+/// Left-aligned columns, two spaces apart (cells already escaped).
 fn table(header: &[&str], rows: &[Vec<String>]) {
     let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].len())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|c| text::width(rows.iter().map(|r| r[c].as_str()).chain([header[c]])))
         .collect();
     let head: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
     for r in std::iter::once(&head).chain(rows) {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, &w)| format!("{c:<w$}"))
-            .collect();
+        let cells: Vec<String> = r.iter().zip(&widths).map(|(c, &w)| pad(c, w)).collect();
         println!("{}", cells.join("  ").trim_end());
     }
 }

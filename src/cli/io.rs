@@ -54,7 +54,7 @@ pub fn read_tensor(path: &Path) -> Result<FileTensor, CliError> {
     let format = format_of(path)?;
     let (dtype, shape, data) = match format {
         Format::Bin => {
-            let data = std::fs::read(path).map_err(|source| CliError::Io {
+            let data = dq::formats::input::read(path).map_err(|source| CliError::Io {
                 path: path.to_owned(),
                 source,
             })?;

@@ -9,16 +9,19 @@
 mod args;
 mod bench;
 mod case;
+mod cleanup;
 mod convert;
 mod demo;
 mod error;
 mod inspect;
 mod inspect_hf;
 mod io;
+mod limits;
 mod model;
 mod model_file;
 mod run;
 mod source;
+mod text;
 
 use std::process::ExitCode;
 
@@ -30,6 +33,7 @@ use error::CliError;
 
 /// Parses the command line and runs the subcommand.
 pub fn main() -> ExitCode {
+    cleanup::install();
     let matches = match args::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => return clap_error(e),
@@ -58,9 +62,10 @@ pub fn main() -> ExitCode {
     result.unwrap_or_else(|e| fail(&e))
 }
 
-/// Prints one line and returns exit code 2.
+/// Prints one line (what the input put in it escaped: [`text::escape`]) and returns
+/// exit code 2.
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("dq: error: {e}");
+    eprintln!("dq: error: {}", text::escape(&e.to_string()));
     ExitCode::from(2)
 }
 

@@ -46,6 +46,10 @@ pub struct ModelArgs {
     /// Seed of the synthetic weights.
     #[arg(long, default_value_t = 1, conflicts_with = "file")]
     pub seed: u64,
+    /// With a FILE: most memory one tensor's outputs may take, e.g. 8G (default: the
+    /// available memory, /proc/meminfo's MemAvailable).
+    #[arg(long, value_name = "SIZE", value_parser = super::limits::parse_size, requires = "file")]
+    pub max_memory: Option<u64>,
 }
 
 /// Runs `dq model`: exit 0, or 1 when `--verify` found a difference.

@@ -11,8 +11,10 @@ use std::time::Instant;
 use dq::{Backend, Options};
 use serde::Serialize;
 
+use super::limits::{self, LimitError};
 use super::model::ModelArgs;
 use super::source::{Item, Kind, Source, SourceError};
+use super::text::{escape, escape_json};
 
 /// Why `dq model FILE` failed: one line.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +25,14 @@ pub enum ModelFileError {
     /// `--threads 0`.
     #[error("--threads must be at least 1")]
     ZeroThreads,
+    /// A tensor's outputs would not fit in memory.
+    #[error("{path}: {source}", path = path.display())]
+    Limit {
+        /// The input.
+        path: std::path::PathBuf,
+        /// The limit.
+        source: LimitError,
+    },
 }
 
 /// One backend's row.
@@ -99,12 +109,11 @@ pub fn run(a: &ModelArgs, path: &Path) -> Result<ExitCode, ModelFileError> {
     };
     let source = Source::open(path)?;
     let items = source.items();
+    check_memory(path, &items, a)?;
     let rep = measure(path, &source, &items, &backends, threads, a.verify);
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rep).expect("report serializes")
-        );
+        let json = serde_json::to_string_pretty(&rep).expect("report serializes");
+        println!("{}", escape_json(&json));
     } else {
         print_table(&rep);
     }
@@ -113,6 +122,30 @@ pub fn run(a: &ModelArgs, path: &Path) -> Result<ExitCode, ModelFileError> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The largest tensor's f32 outputs (two with `--verify`) fit the memory limit.
+fn check_memory(path: &Path, items: &[Item<'_>], a: &ModelArgs) -> Result<(), ModelFileError> {
+    let copies = if a.verify { 8 } else { 4 };
+    let need =
+        |i: &Item<'_>| (i.shape.iter()).try_fold(copies, |n: u64, &d| n.checked_mul(d as u64));
+    let largest = items
+        .iter()
+        .filter(|i| i.is_dequant())
+        .max_by_key(|i| need(i).unwrap_or(u64::MAX));
+    let Some(item) = largest else {
+        return Ok(());
+    };
+    let limit = |source| ModelFileError::Limit {
+        path: path.to_owned(),
+        source,
+    };
+    let need = need(item).ok_or_else(|| {
+        limit(LimitError::Overflow {
+            tensor: item.name.clone(),
+        })
+    })?;
+    limits::check_memory(&item.name, need, a.max_memory).map_err(limit)
 }
 
 fn measure(
@@ -129,7 +162,7 @@ fn measure(
     let bar = progress_bar(work.len());
     let (mut out, mut want) = (Vec::new(), Vec::new());
     for item in &work {
-        bar.set_message(item.name.clone());
+        bar.set_message(escape(&item.name).into_owned());
         let n = item.elements();
         let bytes = (item.src_bytes + 4 * n) as u64;
         if verify {
@@ -224,7 +257,7 @@ fn progress_bar(total: usize) -> indicatif::ProgressBar {
 }
 
 fn print_table(r: &FileReport) {
-    println!("dq model: {} ({})", r.file, r.format);
+    println!("dq model: {} ({})", escape(&r.file), r.format);
     println!(
         "{} tensors to dequantize, {} elements, read {} bytes, write {} bytes (f32) per backend, {} thread(s)",
         r.tensors, r.elements, r.src_bytes, r.dst_bytes, r.threads
@@ -233,7 +266,7 @@ fn print_table(r: &FileReport) {
         let names: Vec<String> = r
             .unsupported
             .iter()
-            .map(|u| format!("{} ({})", u.name, u.ty))
+            .map(|u| format!("{} ({})", escape(&u.name), u.ty))
             .collect();
         println!("unsupported, left out: {}", names.join(", "));
     }
@@ -259,14 +292,14 @@ fn print_table(r: &FileReport) {
     }
     for b in r.backends.iter().filter(|b| b.cannot_run > 0) {
         if let Some(reason) = &b.reason {
-            println!("  {}: {reason}", b.backend);
+            println!("  {}: {}", b.backend, escape(reason));
         }
     }
     match r.verified {
         Some(true) => {
             println!("\nverified: every tensor every backend ran matched the reference bit for bit")
         }
-        Some(false) => println!("\nVERIFY FAILED on: {}", r.mismatches.join(", ")),
+        Some(false) => println!("\nVERIFY FAILED on: {}", escape(&r.mismatches.join(", "))),
         None => {}
     }
 }

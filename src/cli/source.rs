@@ -1,7 +1,6 @@
 //! The input of `dq inspect`, `dq convert` and `dq model FILE`: a GGUF file or a
 //! HuggingFace checkpoint (folder or `.safetensors` file), and the tensors it yields.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +9,7 @@ use dq::formats::Element;
 use dq::formats::gguf;
 use dq::formats::gguf::{Gguf, GgufError, TensorInfo};
 use dq::formats::hf::{Checkpoint, Dtype, HfError, QuantLinear, TensorRef};
+use dq::formats::input;
 use half::{bf16, f16};
 
 /// An opened checkpoint.
@@ -51,30 +51,46 @@ pub enum SourceError {
 
 impl Source {
     /// Opens `path`: a folder or a `.safetensors` file is a HuggingFace checkpoint,
-    /// anything else is read as GGUF.
+    /// anything else is read as GGUF. Anything but a folder or a regular file (a FIFO,
+    /// a device) is refused before it is opened.
+    ///
+    /// # Memory maps
+    /// The files are mapped (`Gguf::map`, `Checkpoint::map`). The CLI installs its
+    /// SIGBUS handler before any command runs ([`super::cleanup::install`]), so an
+    /// input truncated while mapped ends the process with one line and exit code 2,
+    /// its temporary files deleted, before a byte past the new end is used. An input
+    /// rewritten in place without shrinking is outside `dq`'s contract (README,
+    /// "Reliability"), as for every mmap-based reader.
     pub fn open(path: &Path) -> Result<Source, SourceError> {
         let io = |source| SourceError::Io {
             path: path.to_owned(),
             source,
         };
         let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_dir() {
+            input::check_regular(path).map_err(io)?;
+        }
         let hf = meta.is_dir()
             || (path.extension().is_some_and(|e| e == "safetensors") && !starts_with_gguf(path));
         if hf {
-            return Checkpoint::open(path)
+            // SAFETY: the handler is installed; see "Memory maps" above.
+            return unsafe { Checkpoint::map(path) }
                 .map(Source::Hf)
                 .map_err(|source| SourceError::Hf {
                     path: path.to_owned(),
                     source,
                 });
         }
-        Gguf::open(path).map(Source::Gguf).map_err(|e| match e {
-            GgufError::Io { source, .. } => io(source),
-            source => SourceError::Gguf {
-                path: path.to_owned(),
-                source,
-            },
-        })
+        // SAFETY: the handler is installed; see "Memory maps" above.
+        unsafe { Gguf::map(path) }
+            .map(Source::Gguf)
+            .map_err(|e| match e {
+                GgufError::Io { source, .. } => io(source),
+                source => SourceError::Gguf {
+                    path: path.to_owned(),
+                    source,
+                },
+            })
     }
 
     /// `gguf` or the HuggingFace quantization method (`hf` when none).
@@ -103,7 +119,7 @@ impl Source {
 /// Whether the file starts with the GGUF magic.
 fn starts_with_gguf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    File::open(path)
+    input::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok_and(|()| &magic == b"GGUF")
 }

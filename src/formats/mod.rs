@@ -6,6 +6,7 @@
 mod element;
 pub mod gguf;
 pub mod hf;
+pub mod input;
 pub mod race;
 
 pub use element::Element;

@@ -47,10 +47,9 @@ mod tensor;
 mod types;
 mod write;
 
-use std::fs::File;
 use std::path::Path;
 
-use memmap2::Mmap;
+use super::input::{self, FileBytes};
 
 pub use decode::check_backend;
 pub use error::{GgufError, Result};
@@ -63,36 +62,49 @@ pub use write::one_tensor_file;
 use cursor::Cursor;
 use parse::Index;
 
-/// A parsed GGUF file over its bytes `B`: a memory map ([`Gguf::open`]), a slice
-/// ([`Gguf::from_bytes`]) or any owned buffer ([`Gguf::parse`]).
+/// A parsed GGUF file over its bytes `B`: a file read into memory ([`Gguf::open`]) or
+/// mapped ([`Gguf::map`]), a slice ([`Gguf::from_bytes`]) or any owned buffer
+/// ([`Gguf::parse`]).
 #[derive(Debug)]
-pub struct Gguf<B = Mmap> {
+pub struct Gguf<B = FileBytes> {
     buf: B,
     index: Index,
 }
 
-impl Gguf<Mmap> {
-    /// Opens and checks a GGUF file, mapping it into memory (nothing is copied).
-    ///
-    /// # Memory map
-    /// Like every mmap-based reader (safetensors, candle), this assumes that no one
-    /// truncates or rewrites the file while it is open; a file cut short under the map
-    /// ends the process with `SIGBUS`.
+impl Gguf<FileBytes> {
+    /// Reads a GGUF file into memory and checks it. Only regular files are read
+    /// (symlinks followed): a FIFO or device is an [`GgufError::Io`] error.
     ///
     /// # Errors
-    /// [`GgufError::Io`] when the file cannot be opened or mapped; any other variant
+    /// [`GgufError::Io`] when the file cannot be opened or read; any other variant
     /// for a file that is not a valid GGUF file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let io = |source| GgufError::Io {
+        let bytes = input::read(path).map_err(|source| GgufError::Io {
             path: path.to_owned(),
             source,
-        };
-        let file = File::open(path).map_err(io)?;
-        // SAFETY: the map is read-only and private; the only assumption is that the
-        // file is not modified while mapped, which `open` documents (see above).
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        Self::parse(map)
+        })?;
+        Self::parse(FileBytes::Owned(bytes))
+    }
+
+    /// Maps a GGUF file into memory (nothing is copied) and checks it against the
+    /// file's size as mapped.
+    ///
+    /// # Safety
+    /// The file must not be modified or truncated while the returned value lives
+    /// (see [`input::map`]): a file cut short under the map ends the process with
+    /// `SIGBUS`. [`Gguf::open`] is the safe path.
+    ///
+    /// # Errors
+    /// As [`Gguf::open`].
+    pub unsafe fn map(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        // SAFETY: the caller keeps the file unmodified while mapped (this fn's contract).
+        let bytes = unsafe { input::map(path) }.map_err(|source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(bytes)
     }
 }
 

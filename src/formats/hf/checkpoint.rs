@@ -11,6 +11,7 @@ use super::config::QuantConfig;
 use super::error::{HfError, Result};
 use super::file::{Entry, Shard};
 use super::linear::{self, LinearInfo, QuantLinear};
+use crate::formats::input;
 
 /// A tensor as it lies in the file: no copy.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +44,8 @@ impl<'a> TensorRef<'a> {
     }
 }
 
-/// A HuggingFace checkpoint opened over memory maps; every shape checked at open.
+/// A HuggingFace checkpoint, read into memory or memory-mapped; every shape checked
+/// at open.
 ///
 /// See the [module documentation](super) for an example.
 pub struct Checkpoint {
@@ -64,38 +66,65 @@ struct Index {
 impl Checkpoint {
     /// Opens a checkpoint folder (`config.json` with `quantization_config`, and
     /// `model.safetensors` or the shards of `model.safetensors.index.json`) or a single
-    /// `.safetensors` file whose `__metadata__` names the format.
+    /// `.safetensors` file whose `__metadata__` names the format, reading every shard
+    /// into memory ([`Checkpoint::map`] maps them instead). Only regular files are read
+    /// (symlinks followed, as in the HuggingFace cache): a FIFO or device is an error.
     ///
     /// # Errors
     /// Unreadable files, bad JSON, an invalid safetensors header (truncated, offsets past
     /// the end, ...), a bad or unsupported `quantization_config`, or a quantized linear
     /// whose tensors are missing or do not fit the format.
     pub fn open(path: impl AsRef<Path>) -> Result<Checkpoint> {
-        let path = path.as_ref();
+        // SAFETY: nothing is mapped (`mapped == false`).
+        unsafe { Self::open_with(path.as_ref(), false) }
+    }
+
+    /// As [`Checkpoint::open`], but the shards are memory-mapped, not copied.
+    ///
+    /// # Safety
+    /// No shard may be modified or truncated while the checkpoint lives (see
+    /// [`crate::formats::input::map`]): a shard cut short under its map ends the process
+    /// with `SIGBUS`. [`Checkpoint::open`] is the safe path.
+    ///
+    /// # Errors
+    /// As [`Checkpoint::open`].
+    pub unsafe fn map(path: impl AsRef<Path>) -> Result<Checkpoint> {
+        // SAFETY: the caller keeps the shards unmodified while the checkpoint lives.
+        unsafe { Self::open_with(path.as_ref(), true) }
+    }
+
+    /// # Safety
+    /// With `mapped`, [`Checkpoint::map`]'s contract.
+    unsafe fn open_with(path: &Path, mapped: bool) -> Result<Checkpoint> {
         let meta = fs::metadata(path).map_err(|source| HfError::Io {
             path: path.to_owned(),
             source,
         })?;
         if meta.is_dir() {
-            Self::open_dir(path)
+            // SAFETY: passed on from the caller.
+            unsafe { Self::open_dir(path, mapped) }
         } else {
-            let (shard, tensors) = Shard::open(path)?;
+            // SAFETY: passed on from the caller.
+            let (shard, tensors) = unsafe { Shard::open(path, mapped) }?;
             let config = QuantConfig::from_metadata(&shard.metadata, path)?;
             Self::assemble(path, config, vec![(shard, tensors)])
         }
     }
 
-    fn open_dir(dir: &Path) -> Result<Checkpoint> {
+    /// # Safety
+    /// With `mapped`, [`Checkpoint::map`]'s contract.
+    unsafe fn open_dir(dir: &Path, mapped: bool) -> Result<Checkpoint> {
         let config = read_config(&dir.join("config.json"))?;
         let index_path = dir.join("model.safetensors.index.json");
         let single = dir.join("model.safetensors");
-        if !index_path.is_file() {
-            if !single.is_file() {
+        if !exists(&index_path) {
+            if !exists(&single) {
                 return Err(HfError::NoWeights {
                     dir: dir.to_owned(),
                 });
             }
-            let shard = Shard::open(&single)?;
+            // SAFETY: passed on from the caller.
+            let shard = unsafe { Shard::open(&single, mapped) }?;
             return Self::assemble(dir, config, vec![shard]);
         }
         let index: Index =
@@ -113,7 +142,8 @@ impl Checkpoint {
                     shard: file.to_owned(),
                 });
             }
-            shards.push(Shard::open(&dir.join(file))?);
+            // SAFETY: passed on from the caller.
+            shards.push(unsafe { Shard::open(&dir.join(file), mapped) }?);
         }
         let ckpt = Self::assemble(dir, config, shards)?;
         for (tensor, file) in &index.weight_map {
@@ -268,16 +298,25 @@ impl Checkpoint {
     }
 }
 
+/// The most bytes `config.json` or the shard index may have (real ones are kilobytes
+/// to a few megabytes); a larger file is refused before it is read.
+const MAX_JSON: u64 = 16 << 20;
+
 fn read(path: &Path) -> Result<Vec<u8>> {
-    fs::read(path).map_err(|source| HfError::Io {
+    input::read_limited(path, MAX_JSON).map_err(|source| HfError::Io {
         path: path.to_owned(),
         source,
     })
 }
 
+/// Whether anything is at `path` (a dangling symlink counts: reading it says why).
+fn exists(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok()
+}
+
 /// `config.json`'s `quantization_config`, if the file and the field exist.
 fn read_config(path: &Path) -> Result<Option<QuantConfig>> {
-    if !path.is_file() {
+    if !exists(path) {
         return Ok(None);
     }
     let value: serde_json::Value =

@@ -1,10 +1,10 @@
-//! One `.safetensors` file, memory-mapped, its header checked before any view is made.
+//! One `.safetensors` file, read or memory-mapped, its header checked against the
+//! file's size before any view is made.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
+use crate::formats::input::{self, FileBytes};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
@@ -13,12 +13,12 @@ use super::error::{HfError, Result};
 /// The safetensors crate's cap on the JSON header (checked before it allocates).
 pub(crate) const MAX_HEADER: u64 = 100_000_000;
 
-/// A mapped file and its validated header.
+/// A file's bytes and its validated header.
 pub(crate) struct Shard {
     /// The file.
     pub path: PathBuf,
     /// Its bytes.
-    map: Mmap,
+    map: FileBytes,
     /// Where the data section starts (8 + header length).
     data_start: usize,
     /// `__metadata__`.
@@ -40,20 +40,26 @@ pub(crate) struct Entry {
 }
 
 impl Shard {
-    /// Maps `path` and validates its header: every tensor's offsets lie inside the data
-    /// section, which they cover exactly, and each tensor's size matches dtype × shape.
-    pub fn open(path: &Path) -> Result<(Shard, Vec<(String, TensorInfo)>)> {
+    /// Reads (`mapped == false`) or maps `path` and validates its header: every tensor's
+    /// offsets lie inside the data section, which they cover exactly, and each tensor's
+    /// size matches dtype × shape.
+    ///
+    /// # Safety
+    /// With `mapped`, the file must not be modified while the `Shard` lives
+    /// ([`input::map`]'s contract).
+    pub unsafe fn open(path: &Path, mapped: bool) -> Result<(Shard, Vec<(String, TensorInfo)>)> {
         let io = |source| HfError::Io {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
-        // SAFETY: the map is read-only and lives as long as this `Shard`. A checkpoint file
-        // is treated as immutable while it is open (as every memory-mapping reader does,
-        // the safetensors crate's own examples included); changing it underneath is outside
-        // this reader's contract.
-        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        let (n, metadata) = read_header(path, &map)?;
+        let map = if mapped {
+            // SAFETY: the caller keeps the file unmodified while the `Shard` lives.
+            unsafe { input::map(path) }
+        } else {
+            input::read(path).map(FileBytes::Owned)
+        }
+        .map_err(io)?;
+        let (n, metadata) = read_header(path, map.as_ref())?;
         let data_start = 8 + n;
         let mut tensors: Vec<(String, TensorInfo)> = metadata
             .tensors()
@@ -72,7 +78,7 @@ impl Shard {
 
     /// The data section (after the header).
     pub fn data(&self) -> &[u8] {
-        &self.map[self.data_start..]
+        &self.map.as_ref()[self.data_start..]
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! [`Checkpoint::open`] reads a checkpoint folder (`config.json`'s `quantization_config`,
 //! `model.safetensors` or the shards of `model.safetensors.index.json`) or a single
-//! `.safetensors` file whose `__metadata__` names the format. The files are memory-mapped
-//! and never copied; every header, offset and shape is checked at open, so the
+//! `.safetensors` file whose `__metadata__` names the format. The shards are read into
+//! memory, or memory-mapped and never copied by the `unsafe` [`Checkpoint::map`] (the
+//! files must not change while mapped); every header, offset and shape is checked at
+//! open against the file's size, so the
 //! [`QuantLinear`] views it hands out fit their format (SPEC §11). [`reference`](mod@reference)
 //! turns a linear into its `[N, K]` weight, element by element.
 //!
