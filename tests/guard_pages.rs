@@ -458,6 +458,7 @@ mod linux {
         if variants.is_empty() {
             path_unavailable("store strategies of a fast backend (none built)");
         }
+        #[cfg(feature = "jit")]
         let jit = dq::jit::standard();
         let mut rng = Rng::new(0x3c6e_f372_fe94_f82b);
         for store in StoreStrategy::ALL {
@@ -471,6 +472,7 @@ mod linux {
                 assert_eq!(policy::store_for(lowering.output_bytes()), store, "{cfg:?}");
                 assert_eq!(lowering.dst_dense, !cfg.dst_transposed, "{cfg:?}");
                 let chunk = (n / 3) | 1;
+                #[cfg(feature = "jit")]
                 if store == StoreStrategy::NonTemporal && lowering.dst_dense {
                     // Every range below streams in the JIT.
                     let k = jit.kernel(&plan).expect("jit compiles");

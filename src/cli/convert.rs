@@ -185,7 +185,7 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
     };
     let opts = Options::new().with_backend(a.backend).with_threads(threads);
     let start = Instant::now();
-    let jit_before = dq_jit::block::stats().compiled + dq_jit::linear().stats().compiled as usize;
+    let jit_before = dq::formats::jit_compiled();
     let source = Source::open(&a.input)?;
     let all = source.items();
     let items = select(&a.input, all, &opts, a.skip_unsupported)?;
@@ -221,7 +221,7 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
         jit: (a.backend == Backend::Jit).then(|| {
             // One kernel per GGUF block type or linear shape, compiled for its first
             // tensor; every other tensor of the type or shape reuses it.
-            let now = dq_jit::block::stats().compiled + dq_jit::linear().stats().compiled as usize;
+            let now = dq::formats::jit_compiled();
             let compiled = now - jit_before;
             let jitted = (items.kept.iter())
                 .filter(|i| matches!(i.kind, Kind::Gguf(..) | Kind::Linear(_)))

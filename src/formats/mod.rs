@@ -7,6 +7,9 @@ mod element;
 pub mod gguf;
 pub mod hf;
 pub mod input;
+mod jit;
+
+pub use jit::compiled as jit_compiled;
 pub mod race;
 
 pub use element::Element;

@@ -32,7 +32,9 @@ pub fn backend_variants() -> Vec<Variant> {
         .get_or_init(|| {
             let b = dq::backends();
             let mut v = Vec::new();
-            for backend in [dq::Backend::Generated, dq::Backend::Jit] {
+            // The JIT is a cargo feature (default on); a build without it has none.
+            let jit = cfg!(feature = "jit").then_some(dq::Backend::Jit);
+            for backend in [Some(dq::Backend::Generated), jit].into_iter().flatten() {
                 let name = backend.name();
                 match b.get(backend) {
                     Some(kernel) => v.push(Variant { name, kernel }),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dq_jit::block::BlockJit;
+use crate::formats::jit::{self, BlockJit};
 use dq_runtime::Backend;
 use dq_runtime::block::{self, BlockKernel};
 
@@ -19,7 +19,7 @@ use crate::formats::race::{self, Pick};
 ///
 /// `Reference` runs the scalar decoders of [`mod@reference`]; `Generated` runs the
 /// type's declaration ([`dq_runtime::block::gguf`]) through the generated block
-/// driver; `Jit` runs it through the JIT's block kernel ([`dq_jit::block`]),
+/// driver; `Jit` runs it through the JIT's block kernel (`dq_jit::block`),
 /// compiled here on first use (once per type and process); `Auto` races the two
 /// per type and output ([`race`](crate::formats::race)), and runs the generated
 /// driver where the JIT cannot compile.
@@ -47,7 +47,7 @@ fn kernel(ty: GgmlType) -> Option<&'static BlockKernel> {
 
 /// The JIT block kernel of a supported type (compiled on first use, then reused).
 fn jit_kernel(ty: GgmlType, name: &str) -> Result<Arc<BlockJit>> {
-    dq_jit::block::kernel(ty.name()).map_err(|source| GgufError::Jit {
+    jit::block_kernel(ty.name()).map_err(|source| GgufError::Jit {
         ty,
         name: name.to_owned(),
         source: Box::new(source),

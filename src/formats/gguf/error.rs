@@ -212,7 +212,7 @@ pub enum GgufError {
         /// The tensor.
         name: String,
         /// The JIT's reason (boxed: it keeps the error small).
-        source: Box<dq_jit::JitError>,
+        source: Box<crate::formats::jit::JitError>,
     },
     /// An output buffer whose length is not the tensor's element count.
     #[error("tensor {name}: output holds {got} elements, the tensor has {expected}")]

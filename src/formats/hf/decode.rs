@@ -19,7 +19,7 @@ impl QuantLinear<'_> {
     /// bits do not depend on the count. Every backend runs every scheme: `Generated`
     /// and `Auto` through its plan ([`QuantLinear::plan`], the generated backend's
     /// tiled driver), `Jit` through the same plan compiled per linear shape by
-    /// Cranelift ([`dq_jit::linear`]), `Reference` through [`reference`](mod@reference).
+    /// Cranelift (`dq_jit::linear`), `Reference` through [`reference`](mod@reference).
     /// `Auto` races the generated driver and the JIT on the first large calls of
     /// each kind of linear and keeps the faster ([`race`](crate::formats::race)).
     ///
@@ -102,6 +102,17 @@ impl QuantLinear<'_> {
 
     /// The weight through the linear's JIT function (compiled once, before the
     /// threads start: they then find it cached).
+    #[cfg(not(feature = "jit"))]
+    fn run_jit<T: Element>(&self, _: &Linear<'_>, _: &mut [T], _: &Options) -> Result<()> {
+        Err(HfError::Jit {
+            linear: self.name().to_owned(),
+            source: crate::formats::jit::JitError,
+        })
+    }
+
+    /// The weight through the linear's JIT function (compiled once, before the
+    /// threads start: they then find it cached).
+    #[cfg(feature = "jit")]
     fn run_jit<T: Element>(&self, plan: &Linear<'_>, out: &mut [T], opts: &Options) -> Result<()> {
         let jit = dq_jit::linear();
         jit.kernel(plan, <T as dq_runtime::linear::Out>::OUT)

@@ -247,7 +247,7 @@ pub enum HfError {
         /// The linear's prefix.
         linear: String,
         /// Why.
-        source: dq_jit::LinearJitError,
+        source: crate::formats::jit::LinearJitError,
     },
     /// The linear's packed tensors do not form a plan (a view past its data).
     #[error("linear {linear}: {source}")]
