@@ -5,7 +5,8 @@
 //!
 //! ```
 //! use dq::case::Case;
-//! use dq::{DType, DynamicDequantize, Reference, TensorDesc};
+//! use dq::kernel::Reference;
+//! use dq::{DType, DynamicDequantize, TensorDesc};
 //! // u4 weights [4, 256] in groups of 1x128 with u4 zero points, to bf16.
 //! let params = [4, 2];
 //! let case = Case::generate(
