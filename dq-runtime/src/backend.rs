@@ -1,71 +1,17 @@
 //! Choosing a backend: `reference`, `generated`, `jit` or `auto`.
 
-use core::fmt;
-use core::str::FromStr;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::exec::Kernel;
+pub use crate::job::Backend;
+use crate::job::Kernel;
 use crate::plan::Plan;
 use crate::reference::Reference;
 
 mod race;
 
 pub use race::Race;
-
-/// A backend choice.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// The scalar reference (SPEC §5, one element at a time).
-    Reference,
-    /// Kernels generated at compile time by `#[dequant_kernel]`.
-    Generated,
-    /// Kernels compiled at run time by Cranelift, specialised to the plan.
-    Jit,
-    /// The fastest available backend for the plan.
-    #[default]
-    Auto,
-}
-
-impl Backend {
-    /// Every choice, in CLI order.
-    pub const ALL: [Backend; 4] = [
-        Backend::Reference,
-        Backend::Generated,
-        Backend::Jit,
-        Backend::Auto,
-    ];
-
-    /// The CLI spelling.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Backend::Reference => "reference",
-            Backend::Generated => "generated",
-            Backend::Jit => "jit",
-            Backend::Auto => "auto",
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Backend {
-    type Err = String;
-
-    fn from_str(s: &str) -> core::result::Result<Self, String> {
-        Backend::ALL
-            .into_iter()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                format!("unknown backend `{s}` (expected reference, generated, jit or auto)")
-            })
-    }
-}
 
 /// The backends a build offers, in the order `auto` prefers them; the scalar
 /// reference is always there besides them.

@@ -1,9 +1,7 @@
 //! Element types (SPEC §1) and packed 4-bit access.
 
 use core::fmt;
-use core::str::FromStr;
 
-use crate::error::Error;
 use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 
 /// An element type of a tensor, scale or zero point.
@@ -140,18 +138,6 @@ impl fmt::Display for DType {
     }
 }
 
-impl FromStr for DType {
-    type Err = Error;
-
-    /// Parses a spec name such as `u4` or `bf16`.
-    fn from_str(s: &str) -> Result<Self, Error> {
-        DType::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| Error::UnknownDType { got: s.to_string() })
-    }
-}
-
 /// Reads the 4-bit element at physical offset `o` as its raw nibble (0..=15).
 ///
 /// Even offsets live in the low nibble of byte `o / 2`, odd ones in the high nibble.
@@ -268,6 +254,7 @@ fn le_array<const N: usize>(buf: &[u8], o: usize) -> [u8; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn names_round_trip() {

@@ -13,16 +13,16 @@
 //!
 //! Test suites read their own switches (`DQ_REQUIRE_ALL_PATHS` and others) in
 //! their own code; the JIT's developer switches are read by `dq-jit`.
+//!
+//! Values are handed out as read; the modules they configure (`arch`, `policy`)
+//! parse them, so this one, at the bottom of the crate's layers, uses none.
 
 use std::sync::OnceLock;
 
-use crate::arch::{self, Isa};
-use crate::policy::StoreStrategy;
-
 /// The values read, once.
 struct Vars {
-    isa: Option<Isa>,
-    store: Option<StoreStrategy>,
+    isa: Option<String>,
+    store: Option<String>,
 }
 
 fn vars() -> &'static Vars {
@@ -30,43 +30,45 @@ fn vars() -> &'static Vars {
     VARS.get_or_init(|| {
         let var = |name| std::env::var(name).ok();
         Vars {
-            isa: var("DQ_ISA").as_deref().and_then(arch::parse),
-            store: parse_store(var("DQ_STORE").as_deref(), var("DQ_STREAM").as_deref()),
+            isa: var("DQ_ISA"),
+            store: store_name(var("DQ_STORE"), var("DQ_STREAM").as_deref()),
         }
     })
 }
 
-/// The ISA `DQ_ISA` names, if any.
-pub fn isa() -> Option<Isa> {
-    vars().isa
+/// The ISA name `DQ_ISA` gives, if set (parsed by [`crate::arch::parse`]).
+pub fn isa() -> Option<&'static str> {
+    vars().isa.as_deref()
 }
 
-/// The store strategy for large outputs that `DQ_STORE` (else `DQ_STREAM`) names,
-/// if any.
-pub fn store() -> Option<StoreStrategy> {
-    vars().store
+/// The store strategy name for large outputs that `DQ_STORE` gives, else
+/// `nontemporal` where `DQ_STREAM` asks for it; `None` when neither is set
+/// (parsed by [`StoreStrategy::parse`](crate::policy::StoreStrategy::parse)).
+pub fn store() -> Option<&'static str> {
+    vars().store.as_deref()
 }
 
 /// [`store`] from the values `DQ_STORE` and `DQ_STREAM` have (`None`: unset).
-fn parse_store(store: Option<&str>, stream: Option<&str>) -> Option<StoreStrategy> {
-    if let Some(v) = store {
-        return StoreStrategy::parse(v);
+fn store_name(store: Option<String>, stream: Option<&str>) -> Option<String> {
+    if store.is_some() {
+        return store;
     }
-    matches!(stream, Some("1" | "on")).then_some(StoreStrategy::NonTemporal)
+    matches!(stream, Some("1" | "on")).then(|| "nontemporal".to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use StoreStrategy::{NonTemporal, Plain};
 
     #[test]
     fn store_names_its_strategy_and_stream_is_the_older_spelling() {
-        assert_eq!(parse_store(Some("plain"), Some("1")), Some(Plain));
-        assert_eq!(parse_store(Some("stream"), Some("1")), None);
-        assert_eq!(parse_store(None, Some("1")), Some(NonTemporal));
-        assert_eq!(parse_store(None, Some("on")), Some(NonTemporal));
-        assert_eq!(parse_store(None, Some("0")), None);
-        assert_eq!(parse_store(None, None), None);
+        let store = |s: Option<&str>, stream| store_name(s.map(String::from), stream);
+        assert_eq!(store(Some("plain"), Some("1")).as_deref(), Some("plain"));
+        // An unknown name is kept (it parses as unset), and still wins over DQ_STREAM.
+        assert_eq!(store(Some("stream"), Some("1")).as_deref(), Some("stream"));
+        assert_eq!(store(None, Some("1")).as_deref(), Some("nontemporal"));
+        assert_eq!(store(None, Some("on")).as_deref(), Some("nontemporal"));
+        assert_eq!(store(None, Some("0")), None);
+        assert_eq!(store(None, None), None);
     }
 }

@@ -3,6 +3,8 @@
 //! plans ([`crate::linear`]) report their own errors, `BlockError` and
 //! `LinearError`.
 
+use core::str::FromStr;
+
 use crate::dtype::DType;
 use crate::op::{OpKind, Qtype};
 
@@ -328,3 +330,33 @@ pub enum Error {
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+// Parsing the spec's names: here, beside the errors they fail with, so that
+// `dtype` and `op` stay below this module.
+
+impl FromStr for DType {
+    type Err = Error;
+
+    /// Parses a spec name such as `u4` or `bf16`.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        DType::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| Error::UnknownDType { got: s.to_string() })
+    }
+}
+
+impl FromStr for Qtype {
+    type Err = Error;
+
+    /// Parses `per_tensor`, `per_channel` or `per_group`; anything else is
+    /// [`Error::UnknownQtype`] (oneDNN silently treats it as per_tensor; the spec does not).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "per_tensor" => Ok(Qtype::PerTensor),
+            "per_channel" => Ok(Qtype::PerChannel),
+            "per_group" => Ok(Qtype::PerGroup),
+            _ => Err(Error::UnknownQtype { got: s.to_string() }),
+        }
+    }
+}

@@ -15,6 +15,22 @@
 //! assert_eq!(out, [-10.0 * 0.1, 0.0, 10.0 * 0.1, 20.0 * 0.1]);
 //! # Ok::<(), dq_runtime::Error>(())
 //! ```
+//!
+//! # Layers
+//!
+//! Each module uses only modules of its own layer or lower ones, and no two use
+//! each other (checked by `tests/layers.rs`), bottom to top:
+//!
+//! 1. core: `minifloat`, `dtype`, `op`, `error`, `tensor`, `rules`, `lowering`,
+//!    `plan`, `formula`, `convert`, `rng`, `env`, `races` and `job` (jobs and the
+//!    kernel interface every backend implements);
+//! 2. the scalar spec: `reference`;
+//! 3. SIMD: `arch` (ISA detection, the vector tokens and their traits);
+//! 4. `policy`: store strategies, timed on this machine, and thread counts;
+//! 5. kernels: `kernels` (the generated kernels' drivers and ISA entry points),
+//!    `block`, `linear`;
+//! 6. execution: `exec` (running jobs on the pool, store races) and `backend`
+//!    (choosing one).
 #![deny(missing_docs)]
 
 pub mod arch;
@@ -26,6 +42,7 @@ pub mod env;
 pub mod error;
 pub mod exec;
 pub mod formula;
+pub mod job;
 pub mod kernels;
 pub mod linear;
 pub mod lowering;
@@ -42,8 +59,8 @@ pub mod tensor;
 pub use backend::{Backend, Backends};
 pub use dtype::DType;
 pub use error::{Error, Result, Role};
-pub use exec::{Job, JobPart, Kernel, KernelStats};
 pub use formula::{FormulaFacts, FormulaIr, FormulaProblem, Node, QKind, STANDARD, STANDARD_FLOAT};
+pub use job::{Job, JobPart, Kernel, KernelStats};
 pub use kernels::GeneratedKernel;
 pub use lowering::{Loop, Lowering};
 pub use op::{AxesDequantize, Dequantize, DynamicDequantize, Op, OpKind, Qtype};

@@ -1,9 +1,6 @@
 //! Op descriptors for the three operations of SPEC §4.
 
 use core::fmt;
-use core::str::FromStr;
-
-use crate::error::Error;
 
 /// Which operation a descriptor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,21 +49,6 @@ impl Qtype {
 impl fmt::Display for Qtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for Qtype {
-    type Err = Error;
-
-    /// Parses `per_tensor`, `per_channel` or `per_group`; anything else is
-    /// [`Error::UnknownQtype`] (oneDNN silently treats it as per_tensor; the spec does not).
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "per_tensor" => Ok(Qtype::PerTensor),
-            "per_channel" => Ok(Qtype::PerChannel),
-            "per_group" => Ok(Qtype::PerGroup),
-            _ => Err(Error::UnknownQtype { got: s.to_string() }),
-        }
     }
 }
 

@@ -89,7 +89,8 @@ pub fn large_store() -> StoreStrategy {
 pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     let how = *source.get_or_insert_with(|| {
-        let (s, how) = decide(crate::env::store(), calibrate::calibrate);
+        let env = crate::env::store().and_then(StoreStrategy::parse);
+        let (s, how) = decide(env, calibrate::calibrate);
         LARGE_STORE.store(s as u8, Ordering::Relaxed);
         how
     });

@@ -3,12 +3,11 @@
 
 use core::ops::Range;
 
-use crate::backend::Backend;
 use crate::convert::{store_f32, store_f64};
 use crate::dtype::{DType, load_code_f32, load_f32, load_float, load_int};
 use crate::error::{Error, Result};
-use crate::exec::{Job, Kernel};
 use crate::formula::{FormulaIr, STANDARD};
+use crate::job::{Backend, Job, Kernel};
 use crate::plan::Plan;
 
 /// The reference backend for a formula (the spec's by default).

@@ -5,10 +5,13 @@
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use crate::kernels::Lanes;
-
+mod lanes;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;
+
+// What `#[dequant_kernel]` expansions instantiate (through `kernels`); not a public API.
+#[doc(hidden)]
+pub use lanes::Lanes;
 
 /// An instruction set a generated kernel can run on, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,7 +53,8 @@ pub fn hardware() -> Isa {
 pub fn selected() -> Isa {
     static SEL: AtomicU8 = AtomicU8::new(u8::MAX);
     cached(&SEL, || {
-        crate::env::isa().map_or(hardware(), |f| f.min(hardware()))
+        let forced = crate::env::isa().and_then(parse);
+        forced.map_or(hardware(), |f| f.min(hardware()))
     })
 }
 

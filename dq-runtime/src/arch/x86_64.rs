@@ -5,8 +5,7 @@
 
 use core::arch::x86_64::*;
 
-use super::Simd;
-use crate::kernels::Lanes;
+use super::{Lanes, Simd};
 use crate::minifloat::{F4_E2M1_TABLE, NAN_BITS};
 
 pub(crate) mod bf16;
@@ -937,32 +936,6 @@ unsafe impl Simd for Avx512 {
         // SAFETY: 64 writable bytes at dst, 64-byte aligned (caller); AVX-512F (token).
         unsafe { _mm512_stream_si512(dst.cast(), y) }
     }
-}
-
-use crate::exec::Job;
-use crate::kernels::driver::run_vector;
-use crate::kernels::{FloatType, Formula, IntType};
-use core::ops::Range;
-
-/// The AVX2 kernel of one (src, dst) pair.
-///
-/// # Safety
-/// The CPU has AVX2 and F16C; the job and range meet [`run_vector`]'s contract.
-#[target_feature(enable = "avx2,f16c")]
-pub unsafe fn run_avx2<S: IntType, D: FloatType, F: Formula>(job: &Job<'_>, range: Range<usize>) {
-    // SAFETY: the features are enabled (caller); job and range per the caller.
-    unsafe { run_vector::<Avx2, S, D, F>(Avx2::new_unchecked(), job, range) }
-}
-
-/// The AVX-512 kernel of one (src, dst) pair.
-///
-/// # Safety
-/// The CPU has AVX-512 F, BW, VL, DQ, AVX2 and F16C; the job and range meet
-/// [`run_vector`]'s contract.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
-pub unsafe fn run_avx512<S: IntType, D: FloatType, F: Formula>(job: &Job<'_>, range: Range<usize>) {
-    // SAFETY: the features are enabled (caller); job and range per the caller.
-    unsafe { run_vector::<Avx512, S, D, F>(Avx512::new_unchecked(), job, range) }
 }
 
 #[cfg(test)]

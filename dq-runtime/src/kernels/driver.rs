@@ -12,7 +12,7 @@ use super::dtypes::{FloatType, IntType};
 use super::lanes::{ExactInt, Formula, Scalar, apply, float_src};
 use crate::arch::Simd;
 use crate::dtype::{DType, load_int, nibble, s4_value};
-use crate::exec::Job;
+use crate::job::Job;
 use crate::lowering::Loop;
 use crate::policy::{self, LUT_MIN, StoreStrategy};
 

@@ -10,14 +10,15 @@
 use core::ops::Range;
 
 use crate::arch::{self, Isa};
-use crate::backend::Backend;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::{Job, Kernel};
 use crate::formula::FormulaIr;
+use crate::job::{Backend, Job, Kernel};
 use crate::plan::Plan;
 
 pub(crate) mod driver;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
 // The two below are what `#[dequant_kernel]` expansions instantiate; not a public API.
 #[doc(hidden)]
 pub mod dtypes;
@@ -81,13 +82,13 @@ impl Entry {
             portable,
             #[cfg(target_arch = "x86_64")]
             avx2: if vector {
-                arch::x86_64::run_avx2::<S, D, F>
+                x86_64::run_avx2::<S, D, F>
             } else {
                 portable
             },
             #[cfg(target_arch = "x86_64")]
             avx512: if vector {
-                arch::x86_64::run_avx512::<S, D, F>
+                x86_64::run_avx512::<S, D, F>
             } else {
                 portable
             },

@@ -10,7 +10,7 @@
 //!   `0xffff` first.
 //!
 //! A NaN code gives some NaN; the kernels write [`NAN_BITS`] for it
-//! ([`Lanes::nan_or`](crate::kernels::Lanes::nan_or)).
+//! ([`Lanes::nan_or`](crate::arch::Lanes::nan_or)).
 //!
 //! [`NAN_BITS`]: crate::minifloat::NAN_BITS
 
