@@ -325,6 +325,21 @@ fn truncate_while_converting(input: &Path, keep: u64, extra: &[&str]) -> Option<
 }
 
 /// Tries a few times (the conversion may win the race on a fast machine).
+/// Writes `count` tensors of 4 Mi elements of `dtype`, every byte `byte`, as one
+/// safetensors file at `path`; returns the header's length (where data starts).
+fn write_big_safetensors(path: &Path, count: usize, dtype: safetensors::Dtype, byte: u8) -> u64 {
+    let n = 4 << 20;
+    let data = vec![byte; dtype.size() * n];
+    let names: Vec<String> = (0..count).map(|i| format!("t{i:02}")).collect();
+    let tensors: Vec<_> = (names.iter())
+        .map(|name| (name.as_str(), dtype, vec![n], data.clone()))
+        .collect();
+    let bytes = safetensors(&tensors, None);
+    let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    fs::write(path, bytes).unwrap();
+    header
+}
+
 fn sigbus_race(ext: &str, make: impl Fn(&Path) -> u64, extra: &[&str]) {
     // One at a time: each writes hundreds of MB.
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -378,26 +393,7 @@ fn a_safetensors_file_truncated_while_converting_is_one_line_and_leaves_nothing(
     // 24 f16 tensors of 4 Mi elements (192 MiB), converted to f32 one at a time.
     sigbus_race(
         "safetensors",
-        |path| {
-            let n = 4 << 20;
-            let data = vec![0x3Cu8; 2 * n];
-            let names: Vec<String> = (0..24).map(|i| format!("t{i:02}")).collect();
-            let tensors: Vec<_> = names
-                .iter()
-                .map(|name| {
-                    (
-                        name.as_str(),
-                        safetensors::Dtype::F16,
-                        vec![n],
-                        data.clone(),
-                    )
-                })
-                .collect();
-            let bytes = safetensors(&tensors, None);
-            let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap());
-            fs::write(path, bytes).unwrap();
-            header
-        },
+        |path| write_big_safetensors(path, 24, safetensors::Dtype::F16, 0x3C),
         &["--dtype", "f32", "--threads", "1"],
     );
 }
@@ -408,26 +404,7 @@ fn a_safetensors_file_truncated_while_copied_is_one_line_and_leaves_nothing() {
     // the map (`write(2)` from it), so the truncation shows as EFAULT or SIGBUS.
     sigbus_race(
         "safetensors",
-        |path| {
-            let n = 4 << 20;
-            let data = vec![0x3Fu8; 4 * n];
-            let names: Vec<String> = (0..16).map(|i| format!("t{i:02}")).collect();
-            let tensors: Vec<_> = names
-                .iter()
-                .map(|name| {
-                    (
-                        name.as_str(),
-                        safetensors::Dtype::F32,
-                        vec![n],
-                        data.clone(),
-                    )
-                })
-                .collect();
-            let bytes = safetensors(&tensors, None);
-            let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap());
-            fs::write(path, bytes).unwrap();
-            header
-        },
+        |path| write_big_safetensors(path, 16, safetensors::Dtype::F32, 0x3F),
         &["--threads", "1"],
     );
 }
