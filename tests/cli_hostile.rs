@@ -329,7 +329,7 @@ fn truncate_while_converting(input: &Path, keep: u64, extra: &[&str]) -> Option<
 /// safetensors file at `path`; returns the header's length (where data starts).
 fn write_big_safetensors(path: &Path, count: usize, dtype: safetensors::Dtype, byte: u8) -> u64 {
     let n = 4 << 20;
-    let data = vec![byte; dtype.size() * n];
+    let data = vec![byte; dtype.bitsize() / 8 * n];
     let names: Vec<String> = (0..count).map(|i| format!("t{i:02}")).collect();
     let tensors: Vec<_> = (names.iter())
         .map(|name| (name.as_str(), dtype, vec![n], data.clone()))
