@@ -86,11 +86,14 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     /// file.dequantize(t, &mut generated, &Options::new().with_backend(Backend::Generated).with_threads(1))?;
     /// assert_eq!(generated.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
     ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
-    /// // The JIT backend compiles the declaration once per type: the same bits too.
+    /// // The JIT backend (cargo feature `jit`) compiles the declaration once per
+    /// // type: the same bits too.
+    /// # #[cfg(feature = "jit")] {
     /// let mut jit = vec![0f32; f32s.len()];
     /// file.dequantize(t, &mut jit, &Options::new().with_backend(Backend::Jit).with_threads(3))?;
     /// assert_eq!(jit.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
     ///            f32s.iter().map(|y| y.to_bits()).collect::<Vec<_>>());
+    /// # }
     /// # Ok::<(), dq::formats::gguf::GgufError>(())
     /// ```
     ///
