@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use dq::{DType, npy};
 
+use super::cleanup::TempFile;
 use super::error::CliError;
 
 /// The two file formats, chosen by extension.
@@ -143,12 +144,10 @@ pub fn write_output(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".dq-out-")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    // The one temporary-file guard of the CLI: registered for the SIGBUS handler,
+    // deleted on every error, swept by pid like convert's.
+    let (tmp, mut file) = TempFile::new(dir, ".dq-out-").map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    tmp.persist(path).map_err(io)
 }

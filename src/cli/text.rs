@@ -22,18 +22,9 @@ pub fn needs_escape(c: char) -> bool {
 /// `s` with each character of [`needs_escape`] written as `\u{XX}` (any length, never
 /// a panic; borrowed when nothing needs escaping).
 pub fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(needs_escape) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if needs_escape(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    replace(s, needs_escape, |out, c| {
+        write!(out, "\\u{{{:x}}}", c as u32)
+    })
 }
 
 /// JSON text from serde_json with each character of [`needs_escape`] above C0 written
@@ -42,15 +33,24 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 /// in strings itself (a raw C0 character is layout, e.g. a newline), but not DEL, C1
 /// or the rest.
 pub fn escape_json(json: &str) -> Cow<'_, str> {
+    // Every such character is in the basic plane: one `\uXXXX`.
     let escaped = |c: char| needs_escape(c) && c >= ' ';
-    if !json.chars().any(escaped) {
-        return Cow::Borrowed(json);
+    replace(json, escaped, |out, c| write!(out, "\\u{:04x}", c as u32))
+}
+
+/// `s` with each character of `pick` written by `put` (borrowed when none is).
+fn replace(
+    s: &str,
+    pick: impl Fn(char) -> bool,
+    put: impl Fn(&mut String, char) -> std::fmt::Result,
+) -> Cow<'_, str> {
+    if !s.chars().any(&pick) {
+        return Cow::Borrowed(s);
     }
-    let mut out = String::with_capacity(json.len() + 8);
-    for c in json.chars() {
-        if escaped(c) {
-            // Every such character is in the basic plane: one `\uXXXX`.
-            let _ = write!(out, "\\u{:04x}", c as u32);
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if pick(c) {
+            let _ = put(&mut out, c);
         } else {
             out.push(c);
         }
