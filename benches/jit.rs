@@ -127,9 +127,8 @@ fn bench(c: &mut Criterion) {
                 } else {
                     (StoreStrategy::NonTemporal, "jit_stream")
                 };
-                policy::set_large_store(other);
+                let _other = policy::Tuning::new().with_store(other).enter();
                 g.bench_function(label, |b| b.iter(|| job.run(k).unwrap()));
-                policy::set_large_store(default);
             }
         }
         g.finish();

@@ -107,6 +107,6 @@ pub fn dequantize(
         &dst.desc,
     )?;
     let kernel = backends().select(opts.backend(), &plan)?;
-    plan.bind(src, scales, zps, dst)?
-        .run_parallel(kernel, opts.threads())
+    let mut job = plan.bind(src, scales, zps, dst)?;
+    opts.scope(|| job.run_parallel(kernel, opts.threads()))
 }

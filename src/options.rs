@@ -1,9 +1,11 @@
-//! How to run a call: which backend, on how many threads.
+//! How to run a call: which backend, on how many threads, tuned how.
 
 use dq_runtime::Backend;
+use dq_runtime::policy::Tuning;
 
 /// How to run a call: which backend (default `auto`), on how many threads
-/// (default 1: the caller's thread).
+/// (default 1: the caller's thread), and its [`Tuning`] (default: the calling
+/// thread's, which is the process default outside a [`Tuning::scope`]).
 ///
 /// Built from [`Options::new`] (the defaults) with `with_*` methods, so new
 /// settings can be added without breaking callers:
@@ -13,12 +15,18 @@ use dq_runtime::Backend;
 /// let opts = Options::new().with_backend(Backend::Generated).with_threads(2);
 /// assert_eq!((opts.backend(), opts.threads()), (Backend::Generated, 2));
 /// assert_eq!(Options::default().backend(), Backend::Auto);
+///
+/// // Large outputs stored with non-temporal stores for this call only.
+/// use dq::policy::{StoreStrategy, Tuning};
+/// let opts = opts.with_tuning(Tuning::new().with_store(StoreStrategy::NonTemporal));
+/// assert_eq!(opts.tuning().and_then(|t| t.store()), Some(StoreStrategy::NonTemporal));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Options {
     backend: Backend,
     threads: usize,
+    tuning: Option<Tuning>,
 }
 
 impl Default for Options {
@@ -26,6 +34,7 @@ impl Default for Options {
         Options {
             backend: Backend::Auto,
             threads: 1,
+            tuning: None,
         }
     }
 }
@@ -50,6 +59,15 @@ impl Options {
         Options { threads, ..self }
     }
 
+    /// These options with `tuning` for the call (instead of the calling thread's).
+    #[must_use]
+    pub fn with_tuning(self, tuning: Tuning) -> Self {
+        Options {
+            tuning: Some(tuning),
+            ..self
+        }
+    }
+
     /// The backend.
     pub fn backend(&self) -> Backend {
         self.backend
@@ -58,5 +76,15 @@ impl Options {
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The call's own tuning, if set.
+    pub fn tuning(&self) -> Option<Tuning> {
+        self.tuning
+    }
+
+    /// Runs `f` under these options' tuning (the calling thread's when unset).
+    pub(crate) fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.tuning.unwrap_or_else(Tuning::current).scope(f)
     }
 }

@@ -240,8 +240,13 @@ fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
     // however small the case, where a fast kernel's 150k elements would otherwise
     // make one call), then split over every thread whatever the measurement says.
     for forced in [false, true] {
-        dq::exec::force_split(forced);
-        dq::exec::always_probe(!forced);
+        let tuning = dq::policy::Tuning::new();
+        let tuning = if forced {
+            tuning.with_split()
+        } else {
+            tuning.with_probe()
+        };
+        let _tuning = tuning.enter();
         for case in large_cases() {
             let n = case.numel();
             assert!(dq::exec::split(n, 2).len() > 1, "{n} elements do not split");
@@ -262,8 +267,6 @@ fn large_cases_split_at_1_2_3_7_threads_and_random_ranges() {
             }
         }
     }
-    dq::exec::force_split(false);
-    dq::exec::always_probe(false);
     for v in backend_variants() {
         ran(&format!(
             "parallel splits at 1, 2, 3, 7 threads: {}",

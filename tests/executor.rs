@@ -55,8 +55,8 @@ fn tiny_tensors_cost_no_dispatch_at_any_thread_count() {
     let (_, two) = run(&tiny, 50_000, 2, Backend::Generated);
     assert!(two < 10.0 * one + 0.5, "{two} s at 2 threads, {one} s at 1");
     // The counter counts: a split forced over 2 threads dispatches once a call.
-    dq::exec::force_split(true);
-    let split = dispatches(&q8_0(4096), 3, 2, Backend::Generated);
-    dq::exec::force_split(false);
+    let split = dq::policy::Tuning::new()
+        .with_split()
+        .scope(|| dispatches(&q8_0(4096), 3, 2, Backend::Generated));
     assert_eq!(split, 3);
 }

@@ -1,7 +1,7 @@
 //! The generated block driver's non-temporal forms against the reference decoders:
 //! every supported GGUF type, every ISA this CPU runs, an output aligned for the
 //! streamed stores and one that is not (plain stores then), bit for bit. This
-//! binary makes every output count as large (the policy's test hooks), so the
+//! test makes every output count as large (a `Tuning` on its thread), so the
 //! streamed path runs on small tensors.
 mod support;
 
@@ -14,8 +14,8 @@ use support::gguf::{random_blocks, supported};
 
 #[test]
 fn streamed_forms_give_the_reference_bits() {
-    policy::set_large_output(Some(0));
-    policy::set_large_store(StoreStrategy::NonTemporal);
+    let tuning = policy::Tuning::new().with_large_above(0);
+    let _streamed = tuning.with_store(StoreStrategy::NonTemporal).enter();
     assert_ne!(
         policy::store_for(64),
         StoreStrategy::Plain,

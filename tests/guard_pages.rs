@@ -371,8 +371,8 @@ mod linux {
         }
     }
 
-    /// Outputs above this many bytes count as large in the store-strategy test (the
-    /// `dq::policy::set_large_output` hook), so its cases take every strategy's path
+    /// Outputs above this many bytes count as large in the store-strategy test (its
+    /// `Tuning`), so its cases take every strategy's path
     /// at a size a debug build runs quickly.
     const LARGE_ABOVE: usize = 4096;
 

@@ -642,9 +642,10 @@ fn check_at(c: &Case, jit: &Jit, reference: &Reference, r: &mut Rng, at: usize) 
 
 #[test]
 fn large_shapes_match_reference() {
-    // Non-temporal stores for large outputs (for the whole process: the other
-    // tests here get the same bits either way), so the block copy path runs here.
-    dq::policy::set_large_store(dq::policy::StoreStrategy::NonTemporal);
+    // Non-temporal stores for large outputs (on this thread), so the block copy
+    // path runs here.
+    let tuning = dq::policy::Tuning::new().with_store(dq::policy::StoreStrategy::NonTemporal);
+    let _nt = tuning.enter();
     let jit = &Jit::new(&STANDARD, 4);
     let reference = Reference::default();
     // Outputs over half the last-level cache take the streaming path; odd row
@@ -680,7 +681,6 @@ fn large_shapes_match_reference() {
         );
         c.check(jit, &reference, 6);
     }
-    dq::policy::set_large_store(dq::policy::StoreStrategy::DEFAULT);
 }
 
 #[test]

@@ -58,8 +58,10 @@ fn a_large_output_is_probed_however_small_the_floor_says_its_work_is() {
     // pool's wake-up (tens of microseconds): no split pays.
     let n = 4 * dq::exec::PROBE;
     assert_eq!(calls(n), 1, "a small output: one call, no probe");
-    policy::set_large_output(Some(0));
-    assert!(calls(n) >= 2, "a large output: the probe, then the rest");
-    policy::set_large_output(None);
+    let large = policy::Tuning::new().with_large_above(0);
+    assert!(
+        large.scope(|| calls(n)) >= 2,
+        "a large output: the probe, then the rest"
+    );
     assert_eq!(calls(n), 1, "the threshold restored");
 }

@@ -254,6 +254,11 @@ fn range(t: DType) -> (i128, i128) {
 /// it needs more than the supported widths.
 pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
     let f = &spec.formula;
+    let bad = |problem| JitError::Formula {
+        formula: f.name,
+        problem,
+    };
+    f.validate_for(spec.src).map_err(bad)?;
     // A float src's `q` is a float operand (no integer range).
     let float_q = spec.src.is_float_src();
     let q = range(spec.src);
@@ -296,65 +301,36 @@ pub fn analyse(spec: &Spec) -> Result<Analysis, JitError> {
     })
 }
 
-/// The value range of every integer node (`None` for float nodes), checking the IR.
+/// The value range of every integer node (`None` for float nodes) of `f`, which
+/// [`FormulaIr::validate_for`] passed with `q` a float exactly when `float_q`:
+/// only overflow is left to find.
 fn intervals(
     f: &FormulaIr,
     q: (i128, i128),
     z: (i128, i128),
     float_q: bool,
 ) -> Result<Vec<Option<(i128, i128)>>, JitError> {
-    let bad = |problem| JitError::Formula {
-        formula: f.name,
-        problem,
-    };
     let mut out: Vec<Option<(i128, i128)>> = Vec::with_capacity(f.nodes.len());
     for (node, n) in f.nodes.iter().enumerate() {
-        let get = |a: u16| {
-            out.get(a as usize)
-                .copied()
-                .ok_or(bad(FormulaProblem::LaterOperand { node }))
-        };
-        let int = |a: u16| get(a)?.ok_or(bad(FormulaProblem::ExpectedInt { node }));
-        let float = |a: u16| match get(a)? {
-            None => Ok(()),
-            Some(_) => Err(bad(FormulaProblem::ExpectedFloat { node })),
-        };
-        let overflow = || bad(FormulaProblem::Overflow { node });
         let v = match *n {
             Node::Q if float_q => None,
             Node::Q => Some(q),
             Node::Z => Some(z),
             Node::IntSub(a, b) => {
-                let (x, y) = (int(a)?, int(b)?);
-                let lo = x.0.checked_sub(y.1).ok_or_else(overflow)?;
-                let hi = x.1.checked_sub(y.0).ok_or_else(overflow)?;
-                Some((lo, hi))
+                // Validated: earlier nodes, both integers.
+                let (x, y) = (out[a as usize], out[b as usize]);
+                let ((x0, x1), (y0, y1)) = (x.unwrap_or_default(), y.unwrap_or_default());
+                let range = x0.checked_sub(y1).zip(x1.checked_sub(y0));
+                Some(range.ok_or(JitError::Formula {
+                    formula: f.name,
+                    problem: FormulaProblem::Overflow { node },
+                })?)
             }
-            Node::Float(a) => {
-                int(a)?;
-                None
-            }
-            Node::S | Node::Lit(_) => None,
-            Node::Neg(a) | Node::Abs(a) => {
-                float(a)?;
-                None
-            }
-            Node::Add(a, b)
-            | Node::Sub(a, b)
-            | Node::Mul(a, b)
-            | Node::Min(a, b)
-            | Node::Max(a, b) => {
-                float(a)?;
-                float(b)?;
-                None
-            }
+            _ => None,
         };
         out.push(v);
     }
-    match out.last() {
-        Some(None) => Ok(out),
-        _ => Err(bad(FormulaProblem::NoFloatResult)),
-    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! [`crate::job`], re-exported here.
 
 use core::ops::Range;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::job::Backend;
 pub use crate::job::{DstBuf, Job, JobPart, Kernel, KernelStats};
 use crate::plan::Plan;
-use crate::policy;
+use crate::policy::{self, Tuning};
 
 // Running a job: these methods of `Job` live here, beside the store races and
 // the pool they use, above the kernels (the type and its other methods: `job`).
@@ -89,15 +89,17 @@ impl Job<'_> {
         let n = self.plan().numel();
         let out_bytes = self.plan().lowering().output_bytes();
         let job = &*self;
+        let tuning = Tuning::current();
         // SAFETY (both arms): `spread` hands out ranges inside `0..n` that are
         // pairwise disjoint, `supports` said yes, and `&mut self` keeps every
         // other run of this job out while these last.
         spread(n, 1, out_bytes, threads, &mut |step| match step {
             Step::Here(r) => policy::with_call_store(store, || unsafe { kernel.run(job, r) }),
             Step::Pool(pool, chunks) => pool.install(|| {
-                chunks
-                    .into_par_iter()
-                    .for_each(|r| policy::with_call_store(store, || unsafe { kernel.run(job, r) }))
+                chunks.into_par_iter().for_each(|r| {
+                    let run = || unsafe { kernel.run(job, r) };
+                    tuning.scope(|| policy::with_call_store(store, run))
+                })
             }),
         });
     }
@@ -123,7 +125,8 @@ enum Step<'p> {
 /// in one step, unprobed, on the caller's thread: tiny tensors cost no dispatch.
 fn spread(n: usize, unit: usize, out_bytes: usize, threads: usize, step: &mut dyn FnMut(Step<'_>)) {
     let unit = unit.max(1);
-    let forced = FORCED_CHUNK.load(Ordering::Relaxed) != 0 || FORCED_SPLIT.load(Ordering::Relaxed);
+    let tuning = Tuning::current();
+    let forced = tuning.forces_split();
     // The probe's elements (none when forced), and the rest.
     let start = if forced {
         0
@@ -138,7 +141,7 @@ fn spread(n: usize, unit: usize, out_bytes: usize, threads: usize, step: &mut dy
         2.. if !forced => pool(threads).map_or(f64::INFINITY, |(_, wake)| wake),
         _ => f64::INFINITY,
     };
-    if !forced && !ALWAYS_PROBE.get() && !policy::is_large_output(out_bytes) {
+    if !forced && !tuning.always_probes() && !policy::is_large_output(out_bytes) {
         // Work that cannot pay for a wake-up even at the fastest speed any
         // kernel writes its output: one call, no probe (two calls instead of
         // one cost small plans up to 40%). Not for an output whose lines come
@@ -221,7 +224,12 @@ pub fn fill_parallel<T: Send>(
                     parts.push((r.start / per_unit, part));
                     tail = t;
                 }
-                pool.install(|| parts.into_par_iter().for_each(|(f, p)| fill(f, p)));
+                let tuning = Tuning::current();
+                pool.install(|| {
+                    parts
+                        .into_par_iter()
+                        .for_each(|(f, p)| tuning.scope(|| fill(f, p)))
+                });
             }
         }
     });
@@ -242,46 +250,9 @@ const MIN_CHUNK: usize = 1 << 15;
 /// choosing how many threads the rest pays for.
 pub const PROBE: usize = 1 << 14;
 
-thread_local! {
-    /// Whether `always_probe` (feature `testing`) is on for this thread.
-    static ALWAYS_PROBE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
-}
-
-/// Test hook: [`Job::run_parallel`] called on this thread times its probe
-/// whatever the plan's size (no one-call shortcut for small work); `false`
-/// restores it. Per thread, so concurrent tests are not affected.
-#[cfg(any(test, feature = "testing"))]
-pub fn always_probe(on: bool) {
-    ALWAYS_PROBE.set(on);
-}
-
-/// Whether `force_split` (feature `testing`) is on.
-static FORCED_SPLIT: AtomicBool = AtomicBool::new(false);
-
-/// Test hook: [`Job::run_parallel`] splits over every requested thread whatever
-/// the work's measured cost (no probe), for the whole process; `false` restores
-/// the measured choice. Results are the same bits either way.
-#[cfg(any(test, feature = "testing"))]
-pub fn force_split(on: bool) {
-    FORCED_SPLIT.store(on, Ordering::Relaxed);
-}
-
-/// The chunk length `force_chunk` (feature `testing`) set for the process (0: none).
-static FORCED_CHUNK: AtomicUsize = AtomicUsize::new(0);
-
-/// Test hook: [`split`] (so [`Job::run_parallel`], whatever the backend) cuts
-/// chunks of exactly `elements` for the whole process, any length, 64-multiple or
-/// not, so parallel runs split at every size, over every requested thread (no
-/// probe, as [`force_split`]); `None` restores the default. Results are the same
-/// bits either way.
-#[cfg(any(test, feature = "testing"))]
-pub fn force_chunk(elements: Option<usize>) {
-    FORCED_CHUNK.store(elements.unwrap_or(0), Ordering::Relaxed);
-}
-
 /// Splits `0..n` into about four chunks per thread, each a multiple of 64 elements
-/// (so threads do not share dst cache lines in dense layouts), or as the
-/// `force_chunk` test hook says.
+/// (so threads do not share dst cache lines in dense layouts), or as long as the
+/// current [`Tuning`]'s chunk.
 pub fn split(n: usize, threads: usize) -> Vec<Range<usize>> {
     split_units(n, threads, 1)
 }
@@ -289,9 +260,9 @@ pub fn split(n: usize, threads: usize) -> Vec<Range<usize>> {
 /// [`split`] with every chunk also a multiple of `unit` elements.
 fn split_units(n: usize, threads: usize, unit: usize) -> Vec<Range<usize>> {
     let want = threads.saturating_mul(4).max(1);
-    let size = match FORCED_CHUNK.load(Ordering::Relaxed) {
-        0 => n.div_ceil(want).max(MIN_CHUNK).next_multiple_of(64),
-        forced => forced,
+    let size = match Tuning::current().chunk() {
+        None => n.div_ceil(want).max(MIN_CHUNK).next_multiple_of(64),
+        Some(forced) => forced,
     };
     let size = size.next_multiple_of(unit.max(1));
     (0..n).step_by(size).map(|s| s..(s + size).min(n)).collect()
@@ -482,22 +453,18 @@ mod tests {
         assert_eq!(whole, parts);
     }
 
-    /// Held by the tests that force chunks (a process-wide switch).
-    static FORCING: Mutex<()> = Mutex::new(());
-
     #[test]
     fn forced_chunks_are_cut_exactly_then_restored() {
-        let _forced = FORCING.lock().unwrap_or_else(|e| e.into_inner());
-        force_chunk(Some(7));
-        assert_eq!(split(20, 2), [0..7, 7..14, 14..20]);
-        assert_eq!(split(5, 1), vec![Range { start: 0, end: 5 }]);
-        force_chunk(None);
+        Tuning::new().with_chunk(7).scope(|| {
+            assert_eq!(split(20, 2), [0..7, 7..14, 14..20]);
+            assert_eq!(split(5, 1), vec![Range { start: 0, end: 5 }]);
+        });
         assert_eq!(split(20, 2), vec![Range { start: 0, end: 20 }]);
     }
 
     #[test]
     fn measured_runs_cover_the_probe_and_the_rest() {
-        always_probe(true);
+        let _probe = Tuning::new().with_probe().enter();
         let r = Reference::default();
         for n in [PROBE - 1, PROBE, PROBE + 1, 5 * PROBE + 7] {
             let (_, whole) = with_job(n, |job| job.run(&r).unwrap());
@@ -507,7 +474,6 @@ mod tests {
                 assert!(whole == par, "{n} elements, {threads} threads");
             }
         }
-        always_probe(false);
     }
 
     /// Units `u` of `per` elements hold `u`: where they landed, and on which threads.
@@ -543,14 +509,31 @@ mod tests {
                 );
             }
             // Forced chunks of 7 elements: cut at whole units all the same.
-            let _forced = FORCING.lock().unwrap_or_else(|e| e.into_inner());
-            force_chunk(Some(7));
-            let (got, _) = fill_units(units, per, 3);
-            force_chunk(None);
+            let (got, _) = Tuning::new()
+                .with_chunk(7)
+                .scope(|| fill_units(units, per, 3));
             assert_eq!(got, want, "{units}x{per} forced");
         }
         // Too small to pay for a wake-up: the caller's thread alone.
         assert_eq!(fill_units(100, 4, 8).1, 1);
+    }
+
+    #[test]
+    fn pool_threads_run_under_the_callers_tuning() {
+        let t = Tuning::new().with_chunk(5).with_large_above(3);
+        let seen = Mutex::new(Vec::new());
+        let mut out = vec![0u8; 1000];
+        t.scope(|| {
+            fill_parallel(&mut out, 1, 4, &|_, _| {
+                let me = (std::thread::current().id(), Tuning::current());
+                seen.lock().unwrap().push(me);
+            })
+        });
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), 200, "chunks of 5");
+        assert!(seen.iter().all(|&(_, got)| got == t), "{seen:?}");
+        let caller = std::thread::current().id();
+        assert!(seen.iter().any(|&(id, _)| id != caller), "pool threads ran");
     }
 
     #[test]

@@ -194,7 +194,21 @@ impl FormulaIr {
     /// # Errors
     /// The first problem found, by node.
     pub fn validate(&self) -> Result<(), FormulaProblem> {
-        let q_float = self.q_kind() == QKind::Float;
+        self.check(self.q_kind() == QKind::Float)
+    }
+
+    /// [`validate`](Self::validate) for a src of dtype `src`: `q` is a float
+    /// exactly when `src` is a float type, so a formula that reads it otherwise is
+    /// refused at its first such use.
+    ///
+    /// # Errors
+    /// The first problem found, by node.
+    pub fn validate_for(&self, src: crate::DType) -> Result<(), FormulaProblem> {
+        self.check(src.is_float_src())
+    }
+
+    /// The checks of [`validate`](Self::validate), with `q` a float when `q_float`.
+    fn check(&self, q_float: bool) -> Result<(), FormulaProblem> {
         // Whether each node checked so far is a float.
         let mut float = Vec::with_capacity(self.nodes.len());
         for (node, n) in self.nodes.iter().enumerate() {

@@ -1,18 +1,23 @@
 //! Tuning choices both fast backends follow, each made here once: when a 4-bit
 //! segment pays for a lookup table, and how outputs are stored.
 //!
-//! Results are the same bits whatever these choose; only speed differs.
+//! Results are the same bits whatever these choose; only speed differs. A call's
+//! own choices ride on a [`Tuning`] value; what is left unset there follows the
+//! process default decided here.
 
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use crate::arch;
 
 mod calibrate;
 mod per_plan;
+mod tuning;
 
 pub use calibrate::{calibrate, choose as choose_store};
-pub use per_plan::{MARGIN_PERCENT, ROUNDS, choose as choose_plan_store, with_call_store};
+pub(crate) use per_plan::with_call_store;
+pub use per_plan::{MARGIN_PERCENT, ROUNDS, choose as choose_plan_store};
+pub use tuning::{Entered, Tuning};
 
 /// Shortest constant-parameter 4-bit segment (elements) worth computing a 16-entry
 /// table for; shorter ones are computed element by element.
@@ -65,8 +70,6 @@ impl StoreStrategy {
 pub enum StoreSource {
     /// `DQ_STORE` (or `DQ_STREAM`, see [`crate::env`]).
     Env,
-    /// Set by a test (`set_large_store`, feature `testing`).
-    Set,
     /// Timed on this machine at first use: median ns of one calibration write per
     /// strategy, in [`StoreStrategy::ALL`] order (see [`calibrate`]).
     Measured {
@@ -75,17 +78,23 @@ pub enum StoreSource {
     },
 }
 
+/// The strategy for large outputs on this thread: the current [`Tuning`]'s, else
+/// the process's ([`process_store`]).
+pub fn large_store() -> StoreStrategy {
+    Tuning::current().store().unwrap_or_else(process_store)
+}
+
 /// The strategy for outputs larger than half the last-level cache, for the whole
 /// process: `DQ_STORE=plain|prefetch|nontemporal` ([`crate::env`]), else the
 /// fastest on this machine, timed once at first use ([`calibrate`]).
-pub fn large_store() -> StoreStrategy {
+pub fn process_store() -> StoreStrategy {
     match StoreStrategy::ALL.get(LARGE_STORE.load(Ordering::Relaxed) as usize) {
         Some(&s) => s,
         None => large_store_choice().0,
     }
 }
 
-/// [`large_store`] and how it was chosen (choosing it now if nothing has yet).
+/// [`process_store`] and how it was chosen (choosing it now if nothing has yet).
 pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     let how = *source.get_or_insert_with(|| {
@@ -96,15 +105,6 @@ pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     });
     let s = StoreStrategy::ALL[LARGE_STORE.load(Ordering::Relaxed) as usize];
     (s, how)
-}
-
-/// Test hook: sets the strategy for large outputs for the whole process
-/// (overrides the environment and the measurement).
-#[cfg(any(test, feature = "testing"))]
-pub fn set_large_store(s: StoreStrategy) {
-    let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
-    LARGE_STORE.store(s as u8, Ordering::Relaxed);
-    *source = Some(StoreSource::Set);
 }
 
 /// The strategy for a whole output of `bytes`: [`large_store`] when it is larger
@@ -121,23 +121,15 @@ pub fn store_for(bytes: usize) -> StoreStrategy {
 }
 
 /// True when an output of `bytes` is large (its lines come from memory): more than
-/// half the last-level cache, or the `set_large_output` test hook's threshold.
+/// half the last-level cache, or the current [`Tuning`]'s threshold.
 pub fn is_large_output(bytes: usize) -> bool {
-    bytes > large_output()
-}
-
-/// Outputs of more bytes than this are large: half the last-level cache, or the
-/// `set_large_output` test hook.
-fn large_output() -> usize {
-    match LARGE_OUTPUT.load(Ordering::Relaxed) {
-        usize::MAX => arch::llc_bytes() / 2,
-        forced => forced,
-    }
+    let above = Tuning::current().large_above();
+    bytes > above.unwrap_or_else(|| arch::llc_bytes() / 2)
 }
 
 /// The strategy one call of a plan (`key()`: the plan and backend) with an output
 /// of `bytes` runs with, and whether to time it for [`report_store`]; `None` for a
-/// small output or while `DQ_STORE` (or a test hook) fixes the strategy.
+/// small output or while `DQ_STORE` (or the current [`Tuning`]) fixes the strategy.
 ///
 /// The first large calls of each key take plain, prefetch and non-temporal stores
 /// in turn ([`ROUNDS`] timed calls each); then the fastest by median is kept for
@@ -146,7 +138,10 @@ fn large_output() -> usize {
 /// on the machine: on AMD EPYC (Zen 3) s8 -> f32 is fastest streamed, u4 -> f16
 /// with prefetching.
 pub fn race_store(bytes: usize, key: impl FnOnce() -> u64) -> Option<(StoreStrategy, bool)> {
-    if !is_large_output(bytes) || !matches!(large_store_choice().1, StoreSource::Measured { .. }) {
+    if !is_large_output(bytes)
+        || Tuning::current().store().is_some()
+        || !matches!(large_store_choice().1, StoreSource::Measured { .. })
+    {
         return None;
     }
     Some(per_plan::next(key()))
@@ -159,7 +154,7 @@ pub fn chosen_store(key: u64) -> Option<StoreStrategy> {
 
 /// Records one timed call of [`race_store`]'s `key` with strategy `s`.
 pub fn report_store(key: u64, s: StoreStrategy, ns_per_element: f64) {
-    per_plan::report(key, s, ns_per_element, large_store());
+    per_plan::report(key, s, ns_per_element, process_store());
 }
 
 /// A thread is woken only when its share of the work takes at least this many
@@ -182,17 +177,6 @@ pub fn threads_for(elements: usize, ns_per_element: f64, wake_ns: f64, threads: 
         .find(|&t| work / t as f64 >= WAKE_MULTIPLE * wake_ns)
         .unwrap_or(1)
 }
-
-/// Test hook: outputs larger than `bytes` (not half the last-level cache) count as
-/// large in [`store_for`] for the whole process, so the large-output store paths
-/// run on small tests; `None` restores the default.
-#[cfg(any(test, feature = "testing"))]
-pub fn set_large_output(bytes: Option<usize>) {
-    LARGE_OUTPUT.store(bytes.unwrap_or(usize::MAX), Ordering::Relaxed);
-}
-
-/// The `set_large_output` threshold, `usize::MAX` when unset.
-static LARGE_OUTPUT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// [`StoreStrategy`] as u8, or `u8::MAX` before it is chosen.
 static LARGE_STORE: AtomicU8 = AtomicU8::new(u8::MAX);
@@ -228,28 +212,33 @@ mod tests {
     }
 
     #[test]
-    fn small_outputs_store_plainly_large_ones_follow_the_switch() {
+    fn small_outputs_store_plainly_large_ones_follow_the_tuning() {
         let half = arch::llc_bytes() / 2;
         assert_eq!(store_for(half), StoreStrategy::Plain);
         for s in StoreStrategy::ALL {
-            set_large_store(s);
-            assert_eq!(large_store(), s);
-            assert_eq!(store_for(half + 1), s);
-            assert_eq!(store_for(usize::MAX), s);
+            Tuning::new().with_store(s).scope(|| {
+                assert_eq!(large_store(), s);
+                assert_eq!(store_for(half), StoreStrategy::Plain);
+                assert_eq!(store_for(half + 1), s);
+                assert_eq!(store_for(usize::MAX), s);
+                assert_eq!(
+                    race_store(usize::MAX, || 1),
+                    None,
+                    "a fixed store is not raced"
+                );
+            });
         }
-        // The test hook moves the threshold, and restores it.
-        set_large_store(StoreStrategy::NonTemporal);
-        set_large_output(Some(100));
-        assert_eq!(store_for(100), StoreStrategy::Plain);
-        assert_eq!(store_for(101), StoreStrategy::NonTemporal);
-        set_large_output(None);
-        assert_eq!(store_for(101), StoreStrategy::Plain);
-        assert_eq!(store_for(half + 1), StoreStrategy::NonTemporal);
-        set_large_store(StoreStrategy::DEFAULT);
-        assert_eq!(
-            large_store_choice(),
-            (StoreStrategy::DEFAULT, StoreSource::Set)
-        );
+        // The tuning moves the threshold; outside it the default is back.
+        let t = Tuning::new().with_store(StoreStrategy::NonTemporal);
+        t.with_large_above(100).scope(|| {
+            assert_eq!(store_for(100), StoreStrategy::Plain);
+            assert_eq!(store_for(101), StoreStrategy::NonTemporal);
+        });
+        t.scope(|| {
+            assert_eq!(store_for(101), StoreStrategy::Plain);
+            assert_eq!(store_for(half + 1), StoreStrategy::NonTemporal);
+        });
+        assert_eq!(large_store(), process_store());
     }
 
     #[test]

@@ -229,7 +229,6 @@ fn machine_json(dst_bytes: usize) -> Value {
     let (large, source) = policy::large_store_choice();
     let (how, ns) = match source {
         StoreSource::Env => ("env", None),
-        StoreSource::Set => ("set", None),
         StoreSource::Measured { ns } => ("measured", Some(ns)),
     };
     let measured = ns.map(|ns| {

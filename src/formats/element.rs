@@ -124,11 +124,10 @@ mod tests {
     /// split on their own), and 16-bit outputs are the rounded values.
     #[test]
     fn every_unit_is_decoded_into_its_place() {
-        for forced in [false, true] {
-            exec::force_split(forced);
-            decode_every_unit();
-        }
-        exec::force_split(false);
+        decode_every_unit();
+        dq_runtime::policy::Tuning::new()
+            .with_split()
+            .scope(decode_every_unit);
     }
 
     fn decode_every_unit() {

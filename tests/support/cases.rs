@@ -460,9 +460,11 @@ impl CaseExt for Case {
                 rest = tail;
             }
             assert!(rest.range().is_empty(), "ranges must cover the job");
+            // Each part on its own thread, under the caller's tuning.
+            let tuning = dq::policy::Tuning::current();
             std::thread::scope(|s| {
                 for mut part in parts {
-                    s.spawn(move || part.run(kernel).expect("JobPart::run"));
+                    s.spawn(move || tuning.scope(|| part.run(kernel).expect("JobPart::run")));
                 }
             })
         })

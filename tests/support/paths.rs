@@ -1,77 +1,65 @@
-//! The process-wide switches tests flip to reach a path (the store strategy for large
-//! outputs, the large-output threshold, forced parallel chunks), each serialized by a
-//! mutex and restored on drop; what the CPU really has, from facts the library does
-//! not compute; and a record of the paths that ran, printed where libtest does not
-//! capture it.
+//! The switches tests flip to reach a path (the store strategy for large outputs,
+//! the large-output threshold, forced parallel chunks): a `Tuning` entered on the
+//! test's thread (the executor's pool threads take it with the work), restored on
+//! drop, so concurrent tests do not see each other's; what the CPU really has,
+//! from facts the library does not compute; and a record of the paths that ran,
+//! printed where libtest does not capture it.
 
-use std::sync::{Mutex, MutexGuard};
+use std::cell::RefCell;
+use std::sync::Mutex;
 
 use dq::arch::Isa;
-use dq::policy::{self, StoreStrategy};
-
-fn lock(m: &'static Mutex<()>) -> MutexGuard<'static, ()> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use dq::policy::{Entered, StoreStrategy, Tuning};
 
 /// While alive: outputs above `large_above` bytes (`None`: half the last-level cache)
-/// are large, and large outputs are stored with the chosen strategy. Tests holding one
-/// run one at a time; dropping it restores the previous strategy and threshold.
+/// are large on this thread, and large outputs are stored with the chosen strategy.
 pub struct StoreSwitch {
-    prev: StoreStrategy,
-    _lock: MutexGuard<'static, ()>,
+    _tuning: Entered,
 }
 
-/// Sets the store strategy (and threshold) of the process until the result is dropped.
+/// Sets this thread's store strategy (and threshold) until the result is dropped.
 pub fn store_switch(store: StoreStrategy, large_above: Option<usize>) -> StoreSwitch {
-    static STORE: Mutex<()> = Mutex::new(());
-    let guard = lock(&STORE);
-    let prev = policy::large_store();
-    policy::set_large_store(store);
-    policy::set_large_output(large_above);
-    StoreSwitch { prev, _lock: guard }
+    let t = Tuning::current().with_store(store);
+    let t = large_above.map_or(t, |b| t.with_large_above(b));
+    StoreSwitch { _tuning: t.enter() }
 }
 
-impl Drop for StoreSwitch {
-    fn drop(&mut self) {
-        policy::set_large_store(self.prev);
-        policy::set_large_output(None);
-    }
-}
-
-/// While alive: `Job::run_parallel` cuts chunks of exactly the chosen length (so it
-/// splits at every size). Tests holding one run one at a time; dropping restores.
-/// Other tests of the binary running meanwhile see the forced chunks too (the same
-/// bits either way); one that needs the executor's own holds [`default_chunks`].
+/// While alive: `Job::run_parallel` on this thread cuts chunks of exactly the chosen
+/// length (so it splits at every size); dropping restores.
 pub struct ChunkSwitch {
-    _lock: MutexGuard<'static, ()>,
+    base: Tuning,
+    tuning: RefCell<Option<Entered>>,
 }
 
 /// Forces `run_parallel` chunks of `elements` until the result is dropped.
 pub fn force_chunks(elements: usize) -> ChunkSwitch {
-    static CHUNK: Mutex<()> = Mutex::new(());
-    let guard = lock(&CHUNK);
-    dq::exec::force_chunk(Some(elements.max(1)));
-    ChunkSwitch { _lock: guard }
+    let base = Tuning::current();
+    let tuning = RefCell::new(Some(base.with_chunk(elements).enter()));
+    ChunkSwitch { base, tuning }
 }
 
-/// Holds the executor's own chunking (no forced length) until the result is dropped,
-/// for a test whose work must split naturally while others force chunks.
+/// The executor's own chunking (no forced length) on this thread, for a test whose
+/// work must split naturally: the tuning is per thread, so this only names it.
 pub fn default_chunks() -> ChunkSwitch {
-    let switch = force_chunks(1);
-    dq::exec::force_chunk(None);
-    switch
+    let base = Tuning::current();
+    assert_eq!(
+        base.chunk(),
+        None,
+        "a forced chunk is in force on this thread"
+    );
+    ChunkSwitch {
+        base,
+        tuning: RefCell::new(None),
+    }
 }
 
 impl ChunkSwitch {
     /// Changes the forced length (the switch stays held).
     pub fn set(&self, elements: usize) {
-        dq::exec::force_chunk(Some(elements.max(1)));
-    }
-}
-
-impl Drop for ChunkSwitch {
-    fn drop(&mut self) {
-        dq::exec::force_chunk(None);
+        let mut t = self.tuning.borrow_mut();
+        // Restore the base first, then enter the new length over it.
+        drop(t.take());
+        *t = Some(self.base.with_chunk(elements).enter());
     }
 }
 

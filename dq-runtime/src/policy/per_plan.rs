@@ -42,7 +42,7 @@ pub(super) fn call_store() -> Option<StoreStrategy> {
 }
 
 /// Runs `f` with large outputs stored as `s` on this thread (restored after).
-pub fn with_call_store<R>(s: Option<StoreStrategy>, f: impl FnOnce() -> R) -> R {
+pub(crate) fn with_call_store<R>(s: Option<StoreStrategy>, f: impl FnOnce() -> R) -> R {
     let before = CALL.with(|c| c.replace(s));
     let r = f();
     CALL.with(|c| c.set(before));

@@ -163,7 +163,7 @@ fn decode<T: Element>(ty: GgmlType, data: &[u8], out: &mut [T], opts: &Options, 
             Decoder::Reference => reference::decode(ty, bytes, buf),
         }
     };
-    element::split(out, ty.block_size(), opts.threads(), &decode);
+    opts.scope(|| element::split(out, ty.block_size(), opts.threads(), &decode));
 }
 
 /// The kind `auto` races per: block type and output type.

@@ -54,7 +54,7 @@ impl QuantLinear<'_> {
             let decode = |rows: std::ops::Range<usize>, buf: &mut [f32]| {
                 reference::rows(self, rows, buf);
             };
-            element::split(out, self.k(), opts.threads(), &decode);
+            opts.scope(|| element::split(out, self.k(), opts.threads(), &decode));
             return Ok(());
         }
         let plan = self.plan()?;
@@ -96,7 +96,7 @@ impl QuantLinear<'_> {
             plan.run(rows, part)
                 .expect("rows split inside 0..N, with K elements each");
         };
-        element::split_direct(out, self.k(), opts.threads(), &decode);
+        opts.scope(|| element::split_direct(out, self.k(), opts.threads(), &decode));
         Pick::Generated
     }
 
@@ -124,7 +124,7 @@ impl QuantLinear<'_> {
             jit.run(plan, rows, part)
                 .expect("rows split inside 0..N, with K elements each; compiled above");
         };
-        element::split_direct(out, self.k(), opts.threads(), &decode);
+        opts.scope(|| element::split_direct(out, self.k(), opts.threads(), &decode));
         Ok(())
     }
 }
