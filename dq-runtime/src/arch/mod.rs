@@ -171,7 +171,7 @@ unsafe fn f16_tail(dst: *mut u8, x: &[f32]) {
 /// Writes the f16 values `src` (little-endian bits) to `dst`, widened exactly
 /// with NaNs quieted (as F16C and `half` widen): with the vector ISA's f16 loads
 /// where the CPU has them (the ones the generated kernels use), else one at a
-/// time ([`f16_to_f32`](crate::convert::f16_to_f32), quieted).
+/// time ([`f16_to_f32`], quieted).
 ///
 /// # Panics
 /// If `src` is not `2 * dst.len()` bytes.

@@ -18,7 +18,7 @@ pub(super) fn apply_scalar(t: &Table, codes: &[u8], out: &mut [u16]) {
 }
 
 /// [`apply_scalar`] 32 elements a step with AVX2, the table as
-/// [`Simd::tab16`] holds it (low bytes, high bytes).
+/// [`Simd::tab16`](crate::arch::Simd::tab16) holds it (low bytes, high bytes).
 ///
 /// # Safety
 /// The CPU has AVX2 and F16C (the caller runs under

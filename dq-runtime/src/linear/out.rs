@@ -91,7 +91,6 @@ impl Out for f16 {
         let n = out.len().min(codes.len());
         let (codes, out) = (&codes[..n], &mut out[..n]);
         #[cfg(target_arch = "x86_64")]
-        #[cfg(target_arch = "x86_64")]
         let (codes, out) = if F16C {
             use crate::arch::Simd;
             // SAFETY: `F16C` is only set by the driver's AVX2/AVX-512 entry points,
