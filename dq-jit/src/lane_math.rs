@@ -1,10 +1,12 @@
-//! The float conversions both the plan translator and the linear emitter build,
-//! on scalars (I32/F32) or four lanes (I32X4/F32X4): an f16 scale widened to
-//! f32, and an f32 result rounded to f16 or bf16 bits. Each emitter supplies its
-//! builder and where its vector constants live ([`LaneMath::splat`]).
+//! The float conversions every emitter builds (the plan translator, the linear
+//! and block emitters), on scalars (I32/F32) or four lanes (I32X4/F32X4): f16
+//! widened to f32, and an f32 result rounded to f16 or bf16 bits; and the byte
+//! tables of 16 two-byte results for `x86_pshufb` lookups. Each emitter
+//! supplies its builder and where its vector constants live
+//! ([`LaneMath::splat`]).
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{InstBuilder, Type, Value, types};
+use cranelift_codegen::ir::{ConstantData, InstBuilder, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
 
 use crate::translate::lanes;
@@ -63,9 +65,11 @@ pub(crate) trait LaneMath<'f> {
         self.fb().ins().bitselect(m, a, b)
     }
 
-    /// f16 bits (`ity` = I32 or I32X4, values below 2^16) to the exact f32, NaNs
-    /// quieted like `half`: normals and subnormals rescaled by 2^112 (exact).
-    fn widen_f16(&mut self, h: Value, ity: Type) -> Value {
+    /// f16 bits (`ity` = I32 or I32X4, values below 2^16) to the exact f32:
+    /// normals and subnormals rescaled by 2^112 (exact). `quiet`: NaNs quieted
+    /// like `half` and F16C; else a NaN keeps its payload and signalling bit
+    /// (`dq_runtime::convert::f16_to_f32`).
+    fn widen_f16(&mut self, h: Value, ity: Type, quiet: bool) -> Value {
         let fty = if ity.is_vector() {
             types::F32X4
         } else {
@@ -82,9 +86,13 @@ pub(crate) trait LaneMath<'f> {
         // Inf and NaN: all-ones exponent; NaN gets its quiet bit.
         let infnan = self.bin_c(Bin::Or, sh, 0x7f80_0000);
         let lim = self.k32(ity, 0x7c00);
-        let is_nan = self.fb().ins().icmp(IntCC::SignedGreaterThan, em, lim);
-        let quiet = self.bin_c(Bin::Or, infnan, 0x0040_0000);
-        let infnan = self.pick(is_nan, quiet, infnan);
+        let infnan = if quiet {
+            let is_nan = self.fb().ins().icmp(IntCC::SignedGreaterThan, em, lim);
+            let q = self.bin_c(Bin::Or, infnan, 0x0040_0000);
+            self.pick(is_nan, q, infnan)
+        } else {
+            infnan
+        };
         let is_big = self
             .fb()
             .ins()
@@ -94,16 +102,23 @@ pub(crate) trait LaneMath<'f> {
         self.fb().ins().bitcast(fty, lanes(), r)
     }
 
-    /// bf16 bits of f32 `y` in the low half of each I32 lane: the integer RNE of
-    /// `dq_runtime::convert::f32_to_bf16_bits`; `plain` leaves out the NaN case
-    /// (where every NaN result is known quiet with zero low bits).
-    fn round_bf16(&mut self, y: Value, plain: bool) -> Value {
+    /// The bf16 bits of a non-NaN f32 `y` in the high half of each I32 lane (the
+    /// integer RNE of `dq_runtime::convert::f32_to_bf16_bits`: `x + 0x7fff +
+    /// lsb` of its bits `x`), and `x >> 16`.
+    fn bf16_rne_hi(&mut self, y: Value) -> (Value, Value) {
         let ity = self.fb().func.dfg.value_type(y).as_int();
         let x = self.fb().ins().bitcast(ity, lanes(), y);
         let hi = self.shift(x, false, 16);
         let lsb = self.bin_c(Bin::And, hi, 1);
         let r = self.bin_c(Bin::Add, x, 0x7fff);
-        let r = self.fb().ins().iadd(r, lsb);
+        (self.fb().ins().iadd(r, lsb), hi)
+    }
+
+    /// bf16 bits of f32 `y` in the low half of each I32 lane: the integer RNE of
+    /// `dq_runtime::convert::f32_to_bf16_bits`; `plain` leaves out the NaN case
+    /// (where every NaN result is known quiet with zero low bits).
+    fn round_bf16(&mut self, y: Value, plain: bool) -> Value {
+        let (r, hi) = self.bf16_rne_hi(y);
         let r = self.shift(r, false, 16);
         if plain {
             return r;
@@ -147,6 +162,47 @@ pub(crate) trait LaneMath<'f> {
         let nan = self.fb().ins().icmp(IntCC::UnsignedGreaterThan, shl1, lim);
         let r = self.pick(nan, nanv, nonsign);
         self.fb().ins().bor(r, sign)
+    }
+
+    /// A constant shuffle of the 32 bytes of `a` then `b`.
+    fn shuffle(&mut self, a: Value, b: Value, order: impl IntoIterator<Item = u8>) -> Value {
+        let order: Vec<u8> = order.into_iter().collect();
+        debug_assert_eq!(order.len(), 16);
+        let imm = self
+            .fb()
+            .func
+            .dfg
+            .immediates
+            .push(ConstantData::from(order));
+        self.fb().ins().shuffle(a, b, imm)
+    }
+
+    /// The 16 values below 2^16 in the I32X4 `h` as two I16X8, in order.
+    fn pack16(&mut self, h: [Value; 4]) -> [Value; 2] {
+        let e0 = self.fb().ins().unarrow(h[0], h[1]);
+        let e1 = self.fb().ins().unarrow(h[2], h[3]);
+        [e0, e1]
+    }
+
+    /// The byte tables of 16 two-byte entries (`e`: entries 0..8, 8..16, each
+    /// I16X8 or I8X16): the low bytes of the 16 in order, and their high bytes
+    /// (I8X16 each), for `x86_pshufb` lookups.
+    fn planes16(&mut self, e: [Value; 2]) -> (Value, Value) {
+        let [a, b] = e.map(|x| {
+            if self.fb().func.dfg.value_type(x) == types::I8X16 {
+                x
+            } else {
+                self.fb().ins().bitcast(types::I8X16, lanes(), x)
+            }
+        });
+        // Low bytes to the low half, high bytes to the high half, then the
+        // halves paired up.
+        let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
+        let a = self.shuffle(a, a, split.clone());
+        let b = self.shuffle(b, b, split);
+        let lo = self.shuffle(a, b, (0..8).chain(16..24));
+        let hi = self.shuffle(a, b, (8..16).chain(24..32));
+        (lo, hi)
     }
 }
 

@@ -7,8 +7,6 @@ use std::cell::RefCell;
 use std::ops::Range;
 
 use dq_runtime::{DType, Lowering};
-use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 /// Inner-loop groups of at most this many elements read widened scales.
 pub(crate) const SHORT_GROUP: usize = 8;
@@ -85,7 +83,7 @@ fn digits(l: &Lowering, mut e: usize) -> Vec<usize> {
 
 /// Runs `f` with a base address at which f32 scale `i`, for every `i` in `span`,
 /// is f16 scale `i` of `scales` widened exactly (NaNs quieted, as the reference's
-/// `half` conversion does).
+/// `half` conversion does: [`dq_runtime::arch::widen_f16`]).
 ///
 /// # Panics
 /// If `span` reaches past `scales` (plans validate that their scales hold every
@@ -98,14 +96,7 @@ pub(crate) fn with_f32<R>(scales: &[u8], span: Range<usize>, f: impl FnOnce(*con
     WIDE.with_borrow_mut(|wide| {
         wide.clear();
         wide.resize(span.len(), 0.0);
-        let mut h = [f16::ZERO; 256];
-        for (out, pairs) in wide.chunks_mut(256).zip(bytes.chunks(512)) {
-            let h = &mut h[..out.len()];
-            for (x, p) in h.iter_mut().zip(pairs.chunks_exact(2)) {
-                *x = f16::from_le_bytes([p[0], p[1]]);
-            }
-            h.convert_to_f32_slice(out);
-        }
+        dq_runtime::arch::widen_f16(wide, bytes);
         // Scale `i` sits at `wide[i - span.start]`; the kernel adds `4 * i`.
         f(wide.as_ptr().wrapping_sub(span.start).cast())
     })
@@ -206,7 +197,7 @@ mod tests {
             for (i, &b) in bits.iter().enumerate().skip(5) {
                 // SAFETY: `with_f32` made index `i` of `5..len` readable at `p`.
                 let got = unsafe { p.cast::<f32>().add(i).read() };
-                let want = f16::from_bits(b).to_f32();
+                let want = half::f16::from_bits(b).to_f32();
                 assert_eq!(got.to_bits(), want.to_bits(), "{b:#06x}");
             }
         });

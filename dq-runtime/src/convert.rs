@@ -1,6 +1,7 @@
-//! Rounding the f32/f64 result into the dst dtype (SPEC §5, step 5).
+//! Rounding the f32/f64 result into the dst dtype (SPEC §5, step 5), and f16
+//! widened to f32: the scalar conversions every backend's vector code equals.
 
-use half::{bf16, f16};
+use half::f16;
 
 use crate::dtype::DType;
 
@@ -37,6 +38,34 @@ pub const fn f32_to_bf16_bits(y: f32) -> u16 {
     (x.wrapping_add(0x7fff + lsb) >> 16) as u16
 }
 
+/// f32 to f16 bits: round-to-nearest-even, subnormals kept, NaN quieted (as
+/// F16C's `vcvtps2ph` rounds).
+#[inline(always)]
+pub fn f32_to_f16_bits(y: f32) -> u16 {
+    f16::from_f32(y).to_bits()
+}
+
+/// f16 bits to f32, exactly; a NaN keeps its payload and its signalling bit
+/// (gguf-py's `.astype(np.float32)`; [`quiet_f32`] of the result is F16C's and
+/// `half`'s widening). Branch-free, so loops of it vectorize.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let em = u32::from(h & 0x7FFF);
+    let normal = (em << 13) + ((127 - 15) << 23);
+    let special = 0x7F80_0000 | ((em & 0x03FF) << 13);
+    // Subnormal (and zero): em * 2^-24, exact in f32.
+    let sub = (em as f32 * f32::from_bits(0x3380_0000)).to_bits();
+    let bits = if em >= 0x7C00 {
+        special
+    } else if em >= 0x0400 {
+        normal
+    } else {
+        sub
+    };
+    f32::from_bits(sign | bits)
+}
+
 /// Writes `y` (already the f32 result) as element `o` of a dst buffer of `dtype`.
 ///
 /// # Panics
@@ -45,8 +74,8 @@ pub const fn f32_to_bf16_bits(y: f32) -> u16 {
 pub fn store_f32(dtype: DType, buf: &mut [u8], o: usize, y: f32) {
     match dtype {
         DType::F32 => buf[o * 4..o * 4 + 4].copy_from_slice(&quiet_f32(y).to_le_bytes()),
-        DType::F16 => buf[o * 2..o * 2 + 2].copy_from_slice(&f16::from_f32(y).to_le_bytes()),
-        DType::BF16 => buf[o * 2..o * 2 + 2].copy_from_slice(&bf16::from_f32(y).to_le_bytes()),
+        DType::F16 => buf[o * 2..o * 2 + 2].copy_from_slice(&f32_to_f16_bits(y).to_le_bytes()),
+        DType::BF16 => buf[o * 2..o * 2 + 2].copy_from_slice(&f32_to_bf16_bits(y).to_le_bytes()),
         _ => panic!("store_f32 into {dtype}"),
     }
 }
@@ -60,6 +89,7 @@ pub fn store_f64(buf: &mut [u8], o: usize, y: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::bf16;
 
     #[test]
     fn bf16_integer_formula_matches_half_near_every_result() {
@@ -73,6 +103,21 @@ mod tests {
                     "{:#x}",
                     y.to_bits()
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn f16_widening_keeps_every_value() {
+        for h in 0..=u16::MAX {
+            let want = f16::from_bits(h);
+            let got = f16_to_f32(h);
+            if want.is_nan() {
+                let payload = u32::from(h & 0x3FF) << 13;
+                let sign = u32::from(h & 0x8000) << 16;
+                assert_eq!(got.to_bits(), sign | 0x7F80_0000 | payload, "{h:#06x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_f32().to_bits(), "{h:#06x}");
             }
         }
     }

@@ -129,7 +129,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             _ => {
                 let h = self.b.ins().uload16x4(mem(), addr, at);
-                self.widen_f16(h, types::I32X4)
+                self.widen_f16(h, types::I32X4, true)
             }
         }
     }

@@ -131,19 +131,6 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().vconst(ty, c)
     }
 
-    /// A constant shuffle of the 32 bytes of `a` then `b`.
-    pub(super) fn shuffle(
-        &mut self,
-        a: Value,
-        b: Value,
-        order: impl IntoIterator<Item = u8>,
-    ) -> Value {
-        let order: Vec<u8> = order.into_iter().collect();
-        debug_assert_eq!(order.len(), 16);
-        let imm = self.b.func.dfg.immediates.push(ConstantData::from(order));
-        self.b.ins().shuffle(a, b, imm)
-    }
-
     /// `v` as an I32 constant, or a splat when `ty` is I32X4.
     pub(super) fn c32(&mut self, ty: Type, v: i64) -> Value {
         if ty.is_vector() {

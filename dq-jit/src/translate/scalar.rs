@@ -245,7 +245,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             }
             _ => {
                 let h = self.b.ins().uload16(types::I32, mem(), addr, 0);
-                self.widen_f16(h, types::I32)
+                self.widen_f16(h, types::I32, true)
             }
         }
     }

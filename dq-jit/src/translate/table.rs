@@ -19,6 +19,7 @@ use super::vector::Steps;
 use dq_runtime::policy::LUT_MIN;
 
 use super::{Run, STEP, Translator, lanes, mem};
+use crate::lane_math::LaneMath;
 
 /// How the target does a dynamic byte shuffle (the 4-bit table lookup).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,10 +121,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             } else {
                 ys.iter().map(|&y| self.round_16(y)).collect()
             };
-            vec![
-                self.b.ins().unarrow(h[0], h[1]),
-                self.b.ins().unarrow(h[2], h[3]),
-            ]
+            self.pack16([h[0], h[1], h[2], h[3]]).to_vec()
         };
         let v: Vec<Value> = bytes
             .into_iter()
@@ -131,7 +129,8 @@ impl<'a, 'f> Translator<'a, 'f> {
             .collect();
         let w = self.spec.out_bytes();
         if w == 2 {
-            return (self.planes16(&v), v);
+            let (lo, hi) = self.planes16([v[0], v[1]]);
+            return (vec![lo, hi], v);
         }
         // f32: v[k] = entries 4k..4k+4. Bytes b, b+1 of entries 0..8, then of 8..16.
         let pick = |b: u8| {
@@ -150,19 +149,6 @@ impl<'a, 'f> Translator<'a, 'f> {
             self.shuffle(hi01, hi23, (8..16).chain(24..32)),
         ];
         (planes, v)
-    }
-
-    /// The byte tables of 16 two-byte entries `v` (I8X16: entries 0..8, 8..16).
-    fn planes16(&mut self, v: &[Value]) -> Vec<Value> {
-        // Low bytes to the low half, high bytes to the high half, then the
-        // halves paired up.
-        let split = (0..8).map(|n| 2 * n).chain((0..8).map(|n| 2 * n + 1));
-        let a = self.shuffle(v[0], v[0], split.clone());
-        let b = self.shuffle(v[1], v[1], split);
-        vec![
-            self.shuffle(a, b, (0..8).chain(16..24)),
-            self.shuffle(a, b, (8..16).chain(24..32)),
-        ]
     }
 
     /// True when a table of f4_e2m1 results under `q * s` with e8m0 scales and
@@ -240,7 +226,8 @@ impl<'a, 'f> Translator<'a, 'f> {
                 self.b.ins().bitcast(types::I8X16, lanes(), x)
             })
             .collect();
-        (self.planes16(&v), v)
+        let (lo, hi) = self.planes16([v[0], v[1]]);
+        (vec![lo, hi], v)
     }
 
     /// True when a segment's table can go to the host's lookups as f32 values

@@ -5,6 +5,8 @@
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
+use crate::convert::{f16_to_f32, quiet_f32};
+
 mod lanes;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;
@@ -154,15 +156,63 @@ pub(crate) unsafe fn f32_to_f16_with<V: Simd>(v: V, dst: *mut u8, x: &[f32]) {
     unsafe { f16_tail(dst.add(2 * whole), &x[whole..]) }
 }
 
-/// [`f32_to_f16`] one value at a time, with `half`.
+/// [`f32_to_f16`] one value at a time ([`f32_to_f16_bits`](crate::convert::f32_to_f16_bits)).
 ///
 /// # Safety
 /// As [`f32_to_f16`].
 unsafe fn f16_tail(dst: *mut u8, x: &[f32]) {
     for (i, &v) in x.iter().enumerate() {
-        let h = half::f16::from_f32(v).to_le_bytes();
+        let h = crate::convert::f32_to_f16_bits(v).to_le_bytes();
         // SAFETY: bytes 2i..2i + 2 are inside the caller's dst.
         unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), dst.add(2 * i), 2) }
+    }
+}
+
+/// Writes the f16 values `src` (little-endian bits) to `dst`, widened exactly
+/// with NaNs quieted (as F16C and `half` widen): with the vector ISA's f16 loads
+/// where the CPU has them (the ones the generated kernels use), else one at a
+/// time ([`f16_to_f32`], quieted).
+///
+/// # Panics
+/// If `src` is not `2 * dst.len()` bytes.
+pub fn widen_f16(dst: &mut [f32], src: &[u8]) {
+    assert_eq!(src.len(), 2 * dst.len(), "two bytes per f16");
+    // SAFETY: each function runs only on a CPU with its ISA (`hardware`); the
+    // lengths match (asserted).
+    unsafe {
+        match hardware() {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => x86_64::widen_f16_avx512(dst, src),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => x86_64::widen_f16_avx2(dst, src),
+            _ => widen_f16_tail(dst, src),
+        }
+    }
+}
+
+/// [`widen_f16`] with `v`'s f16 loads, `V::LANES` values a step.
+///
+/// # Safety
+/// `src` is `2 * dst.len()` bytes; the CPU has `V`'s ISA (the token proves it).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) unsafe fn widen_f16_with<V: Simd>(v: V, dst: &mut [f32], src: &[u8]) {
+    let whole = dst.len() / V::LANES * V::LANES;
+    for i in (0..whole).step_by(V::LANES) {
+        // SAFETY: i + LANES <= dst.len(): LANES f16 to read at byte 2i of `src`
+        // (2 * dst.len() bytes), LANES f32 to write at i.
+        unsafe {
+            let y = v.load_f16(src.as_ptr().add(2 * i));
+            v.store_f32(dst.as_mut_ptr().add(i).cast(), y, false)
+        }
+    }
+    widen_f16_tail(&mut dst[whole..], &src[2 * whole..]);
+}
+
+/// [`widen_f16`] one value at a time.
+fn widen_f16_tail(dst: &mut [f32], src: &[u8]) {
+    for (y, h) in dst.iter_mut().zip(src.chunks_exact(2)) {
+        *y = quiet_f32(f16_to_f32(u16::from_le_bytes([h[0], h[1]])));
     }
 }
 
@@ -468,6 +518,42 @@ pub unsafe trait Simd: Lanes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every f16 pattern widened by each ISA's path, at lengths and offsets off
+    /// a vector step, equals `half`'s widening.
+    #[test]
+    fn f16_widening_matches_half_for_every_pattern() {
+        type WidenFn = unsafe fn(&mut [f32], &[u8]);
+        let mut fns: Vec<(&str, WidenFn)> = vec![
+            ("portable", widen_f16_tail as WidenFn),
+            ("dispatch", widen_f16),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        for (isa, f) in [
+            (Isa::Avx2, x86_64::widen_f16_avx2 as WidenFn),
+            (Isa::Avx512, x86_64::widen_f16_avx512),
+        ] {
+            if isa.available() {
+                fns.push((isa.name(), f));
+            } else {
+                eprintln!("SKIPPED (path unavailable): f16 widening {}", isa.name());
+            }
+        }
+        let src: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+        for (name, f) in fns {
+            for (skip, len) in [(0, 1 << 16), (1, 100), (3, 17), (5, 0), (7, 65_000)] {
+                let bytes = &src[2 * skip..2 * (skip + len)];
+                let mut got = vec![0f32; len];
+                // SAFETY: `bytes` holds 2 * len bytes; the ISA was checked above.
+                unsafe { f(&mut got, bytes) };
+                for (i, y) in got.iter().enumerate() {
+                    let h = (skip + i) as u16;
+                    let want = half::f16::from_bits(h).to_f32().to_bits();
+                    assert_eq!(y.to_bits(), want, "{name}: {h:#06x} at {i} of {len}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn parse_names_and_order() {

@@ -8,7 +8,7 @@ use core::arch::x86_64::*;
 use super::{Lanes, Simd};
 use crate::minifloat::{F4_E2M1_TABLE, NAN_BITS};
 
-pub(crate) mod bf16;
+mod bf16;
 mod decode;
 
 /// Proof that the CPU has AVX2 and F16C.
@@ -16,7 +16,7 @@ mod decode;
 pub struct Avx2(());
 
 /// Proof that the CPU has AVX-512 F, BW, VL and DQ (and AVX2, F16C), and
-/// whether bf16 stores use AVX512-BF16 (see [`bf16`]).
+/// whether it has AVX512-BF16 too (bf16 pairs then convert natively, see [`bf16`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Avx512 {
     cvt: bool,
@@ -36,6 +36,20 @@ impl Avx2 {
     pub unsafe fn new_unchecked() -> Self {
         Avx2(())
     }
+
+    /// The f16 bits of `y`, nearest-even, NaNs quieted: the AVX2 f16 rounding.
+    #[inline(always)]
+    pub(crate) fn f16_bits(self, y: __m256) -> __m128i {
+        // SAFETY: F16C (token).
+        unsafe { _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(y) }
+    }
+
+    /// The f16 values `h`, widened exactly (NaNs quieted): the AVX2 f16 widening.
+    #[inline(always)]
+    pub(crate) fn f16_widen(self, h: __m128i) -> __m256 {
+        // SAFETY: F16C (token).
+        unsafe { _mm256_cvtph_ps(h) }
+    }
 }
 
 impl Avx512 {
@@ -54,7 +68,42 @@ impl Avx512 {
     #[inline(always)]
     pub unsafe fn new_unchecked() -> Self {
         Avx512 {
-            cvt: bf16::cvt_enabled(),
+            cvt: std::arch::is_x86_feature_detected!("avx512bf16"),
+        }
+    }
+
+    /// The f16 bits of `y`, nearest-even, NaNs quieted: the AVX-512 f16 rounding.
+    #[inline(always)]
+    pub(crate) fn f16_bits(self, y: __m512) -> __m256i {
+        // SAFETY: AVX-512F (token).
+        unsafe { _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y) }
+    }
+
+    /// The f16 values `h`, widened exactly (NaNs quieted): the AVX-512 f16 widening.
+    #[inline(always)]
+    pub(crate) fn f16_widen(self, h: __m256i) -> __m512 {
+        // SAFETY: AVX-512F (token).
+        unsafe { _mm512_cvtph_ps(h) }
+    }
+
+    /// The [`Simd::tab16`] table of the f16 of `y` (16 results).
+    #[inline(always)]
+    pub(crate) fn tab16_f16(self, y: __m512) -> __m512i {
+        // SAFETY: AVX-512F (token).
+        unsafe { _mm512_broadcast_i64x4(self.f16_bits(y)) }
+    }
+
+    /// The [`Simd::tab16`] tables of the bf16 of `a` and of `b` (16 results
+    /// each), rounded and packed at once.
+    #[inline(always)]
+    pub(crate) fn tab16_bf16x2(self, a: __m512, b: __m512) -> [__m512i; 2] {
+        // SAFETY: AVX-512F/BW/DQ, and AVX512-BF16 when `cvt` (token).
+        unsafe {
+            let h = bf16::pack(a, b, self.cvt);
+            [
+                _mm512_shuffle_i64x2::<0x44>(h, h),
+                _mm512_shuffle_i64x2::<0xee>(h, h),
+            ]
         }
     }
 }
@@ -222,8 +271,8 @@ unsafe impl Simd for Avx2 {
     }
     #[inline(always)]
     unsafe fn load_f16(self, p: *const u8) -> __m256 {
-        // SAFETY: 16 readable bytes at p (caller); F16C (token).
-        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+        // SAFETY: 16 readable bytes at p (caller).
+        self.f16_widen(unsafe { _mm_loadu_si128(p.cast()) })
     }
     #[inline(always)]
     unsafe fn load_bf16(self, p: *const u8) -> __m256 {
@@ -294,11 +343,8 @@ unsafe impl Simd for Avx2 {
     }
     #[inline(always)]
     unsafe fn store_f16(self, p: *mut u8, y: __m256) {
-        // SAFETY: 16 writable bytes at p (caller); F16C (token).
-        unsafe {
-            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(y);
-            _mm_storeu_si128(p.cast(), h)
-        }
+        // SAFETY: 16 writable bytes at p (caller).
+        unsafe { _mm_storeu_si128(p.cast(), self.f16_bits(y)) }
     }
     #[inline(always)]
     unsafe fn store_bf16(self, p: *mut u8, y: __m256) {
@@ -467,13 +513,10 @@ pub(crate) unsafe fn f32_to_f16_stream_avx512(dst: *mut u8, x: &[f32]) {
     // SAFETY: the caller's buffers and features; each line's 64 bytes of dst
     // are 64-byte aligned (`f16_lines`) and its 32 f32 lie in `x`.
     unsafe {
+        let v = Avx512::new_unchecked();
         f16_lines(dst, x, f32_to_f16_avx512, |d, s| {
-            let a = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                _mm512_loadu_ps(s),
-            );
-            let b = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                _mm512_loadu_ps(s.add(16)),
-            );
+            let a = v.f16_bits(_mm512_loadu_ps(s));
+            let b = v.f16_bits(_mm512_loadu_ps(s.add(16)));
             _mm512_stream_si512(
                 d.cast(),
                 _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b),
@@ -490,13 +533,11 @@ pub(crate) unsafe fn f32_to_f16_stream_avx512(dst: *mut u8, x: &[f32]) {
 pub(crate) unsafe fn f32_to_f16_stream_avx2(dst: *mut u8, x: &[f32]) {
     // SAFETY: as in `f32_to_f16_stream_avx512`, with two 32-byte stores a line.
     unsafe {
+        let v = Avx2::new_unchecked();
         f16_lines(dst, x, f32_to_f16_avx2, |d, s| {
             for k in 0..2 {
-                let lo =
-                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(s.add(16 * k)));
-                let hi = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(
-                    s.add(16 * k + 8),
-                ));
+                let lo = v.f16_bits(_mm256_loadu_ps(s.add(16 * k)));
+                let hi = v.f16_bits(_mm256_loadu_ps(s.add(16 * k + 8)));
                 let v = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), hi);
                 _mm256_stream_si256(d.add(32 * k).cast(), v);
             }
@@ -536,6 +577,27 @@ unsafe fn f16_lines(
         }
         plain(dst.add(2 * done), &x[done..]);
     }
+}
+
+/// [`super::widen_f16`] with AVX-512 loads.
+///
+/// # Safety
+/// As [`super::widen_f16_with`], on a CPU with AVX-512 F, BW, VL, DQ, AVX2 and
+/// F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+pub(crate) unsafe fn widen_f16_avx512(dst: &mut [f32], src: &[u8]) {
+    // SAFETY: the features are enabled (caller); the lengths are the caller's.
+    unsafe { super::widen_f16_with(Avx512::new_unchecked(), dst, src) }
+}
+
+/// [`super::widen_f16`] with AVX2 + F16C loads.
+///
+/// # Safety
+/// As [`super::widen_f16_with`], on a CPU with AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn widen_f16_avx2(dst: &mut [f32], src: &[u8]) {
+    // SAFETY: the features are enabled (caller); the lengths are the caller's.
+    unsafe { super::widen_f16_with(Avx2::new_unchecked(), dst, src) }
 }
 
 /// [`super::f32_to_f16`] with AVX2 + F16C stores.
@@ -719,8 +781,8 @@ unsafe impl Simd for Avx512 {
     }
     #[inline(always)]
     unsafe fn load_f16(self, p: *const u8) -> __m512 {
-        // SAFETY: 32 readable bytes at p (caller); AVX-512F (token).
-        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+        // SAFETY: 32 readable bytes at p (caller).
+        self.f16_widen(unsafe { _mm256_loadu_si256(p.cast()) })
     }
     #[inline(always)]
     unsafe fn load_bf16(self, p: *const u8) -> __m512 {
@@ -813,25 +875,14 @@ unsafe impl Simd for Avx512 {
     }
     #[inline(always)]
     unsafe fn store_f16(self, p: *mut u8, y: __m512) {
-        // SAFETY: 32 writable bytes at p (caller); AVX-512F (token).
-        unsafe {
-            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
-            _mm256_storeu_si256(p.cast(), h)
-        }
+        // SAFETY: 32 writable bytes at p (caller).
+        unsafe { _mm256_storeu_si256(p.cast(), self.f16_bits(y)) }
     }
     #[inline(always)]
     unsafe fn store_bf16(self, p: *mut u8, y: __m512) {
         // SAFETY: 32 writable bytes at p (caller); AVX-512F/BW (token).
         unsafe {
-            let x = _mm512_castps_si512(y);
-            let mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff_ffff));
-            let nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7f80_0000));
-            let hi = _mm512_srli_epi32::<16>(x);
-            let lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-            let bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);
-            let rne = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, bias));
-            let qnan = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
-            let h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, qnan));
+            let h = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(bf16::rne_hi(y)));
             _mm256_storeu_si256(p.cast(), h)
         }
     }

@@ -23,9 +23,10 @@ mod params;
 mod plain;
 pub mod race;
 
+pub use crate::convert::f16_to_f32;
 pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, ParamNode};
 pub use driver::{Block, MAX_RUN, form};
-pub use params::{e8m0_half, f16_to_f32};
+pub use params::e8m0_half;
 
 use crate::arch::{self, Isa};
 

@@ -2,26 +2,7 @@
 //! operations per sub-block), and the loads it names.
 
 use super::decl::{BlockDecl, MAX_GROUPS, MAX_NODES, MAX_PARAMS, ParamNode};
-
-/// gguf-py's f16 -> f32 (`.astype(np.float32)`): exact; a NaN keeps its payload and
-/// its signalling bit. Branch-free, so loops of it vectorize.
-#[inline(always)]
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = u32::from(h & 0x8000) << 16;
-    let em = u32::from(h & 0x7FFF);
-    let normal = (em << 13) + ((127 - 15) << 23);
-    let special = 0x7F80_0000 | ((em & 0x03FF) << 13);
-    // Subnormal (and zero): em * 2^-24, exact in f32.
-    let sub = (em as f32 * f32::from_bits(0x3380_0000)).to_bits();
-    let bits = if em >= 0x7C00 {
-        special
-    } else if em >= 0x0400 {
-        normal
-    } else {
-        sub
-    };
-    f32::from_bits(sign | bits)
-}
+use crate::convert::f16_to_f32;
 
 /// gguf-py's `MXFP4.e8m0_to_fp32_half`: `2^(e - 128)` built from bits.
 #[inline(always)]
@@ -124,21 +105,6 @@ pub(crate) fn eval(d: &BlockDecl, block: &[u8], out: &mut [[f32; MAX_PARAMS]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn f16_widening_keeps_every_value() {
-        for h in 0..=u16::MAX {
-            let want = half::f16::from_bits(h);
-            let got = f16_to_f32(h);
-            if want.is_nan() {
-                let payload = u32::from(h & 0x3FF) << 13;
-                let sign = u32::from(h & 0x8000) << 16;
-                assert_eq!(got.to_bits(), sign | 0x7F80_0000 | payload, "{h:#06x}");
-            } else {
-                assert_eq!(got.to_bits(), want.to_f32().to_bits(), "{h:#06x}");
-            }
-        }
-    }
 
     #[test]
     fn e8m0_half_from_bits() {

@@ -2,7 +2,7 @@
 //! (element-wise, vectorizing loops), in gguf-py's bits.
 
 use super::Decode;
-use super::params::f16_to_f32;
+use crate::convert::f16_to_f32;
 
 /// F32: the bits as stored.
 pub struct F32;

@@ -5,7 +5,7 @@ use half::{bf16, f16};
 
 use super::lanes::{ExactInt, FromI64};
 use crate::arch::Simd;
-use crate::convert::{f32_to_bf16_bits, quiet_f32, quiet_f64};
+use crate::convert::{f32_to_bf16_bits, f32_to_f16_bits, quiet_f32, quiet_f64};
 use crate::dtype::DType;
 use crate::minifloat::{E8M0_TABLE, F4_E2M1_TABLE, F8_E4M3_TABLE, F8_E5M2_TABLE};
 
@@ -448,7 +448,7 @@ impl FloatType for F16 {
     #[inline(always)]
     unsafe fn store(base: *mut u8, o: usize, y: f32) {
         // SAFETY: forwarded from the caller.
-        unsafe { write::<2>(base, o, f16::from_f32(y).to_le_bytes()) }
+        unsafe { write::<2>(base, o, f32_to_f16_bits(y).to_le_bytes()) }
     }
     #[inline(always)]
     unsafe fn load_vec<V: Simd>(v: V, base: *const u8, o: usize) -> V::Float {

@@ -17,29 +17,25 @@ pub(super) fn apply_scalar(t: &Table, codes: &[u8], out: &mut [u16]) {
     }
 }
 
-/// [`apply_scalar`] 32 elements a step with AVX2.
+/// [`apply_scalar`] 32 elements a step with AVX2, the table as
+/// [`Simd::tab16`](crate::arch::Simd::tab16) holds it (low bytes, high bytes).
 ///
 /// # Safety
-/// The CPU has AVX2 (the caller runs under `#[target_feature(enable = "avx2")]`).
+/// The CPU has AVX2 and F16C (the caller runs under
+/// `#[target_feature(enable = "avx2,f16c")]`).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(super) unsafe fn apply_avx2(t: &Table, codes: &[u8], out: &mut [u16]) {
+    use crate::arch::Simd;
+    use crate::arch::x86_64::Avx2;
     use core::arch::x86_64::*;
     let n = codes.len().min(out.len());
     let whole = n - n % 32;
-    // SAFETY: AVX2 (caller); every load reads 32 bytes inside `t` (16 u16s) or
-    // `codes[..whole]`, every store writes 32 bytes inside `out[..whole]`.
+    // SAFETY: AVX2 and F16C (caller); the table reads the 32 bytes of `t` (16
+    // u16s), every load reads 32 bytes inside `codes[..whole]`, every store
+    // writes 32 bytes inside `out[..whole]`.
     unsafe {
-        // Low bytes to each lane's first 8 bytes, high bytes to its last 8; then
-        // lane 0 = [lo 0..8, lo 8..16], lane 1 = [hi 0..8, hi 8..16].
-        let split = _mm256_setr_epi8(
-            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, //
-            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
-        );
-        let x = _mm256_shuffle_epi8(_mm256_loadu_si256(t.as_ptr().cast()), split);
-        let x = _mm256_permute4x64_epi64::<0b11_01_10_00>(x);
-        let lo = _mm256_permute2x128_si256::<0x00>(x, x);
-        let hi = _mm256_permute2x128_si256::<0x11>(x, x);
+        let (lo, hi) = Avx2::new_unchecked().tab16(t.as_ptr().cast());
         let mut i = 0;
         while i < whole {
             let idx = _mm256_loadu_si256(codes.as_ptr().add(i).cast());

@@ -3,7 +3,7 @@
 
 use half::{bf16, f16};
 
-use crate::convert::{f32_to_bf16_bits, quiet_f32};
+use crate::convert::{f32_to_bf16_bits, f32_to_f16_bits, quiet_f32};
 
 mod sealed {
     pub trait Sealed {}
@@ -73,7 +73,7 @@ impl Out for f16 {
 
     #[inline(always)]
     fn of(y: f32) -> Self {
-        f16::from_f32(y)
+        f16::from_bits(f32_to_f16_bits(y))
     }
 
     #[inline(always)]
@@ -91,29 +91,26 @@ impl Out for f16 {
         let n = out.len().min(codes.len());
         let (codes, out) = (&codes[..n], &mut out[..n]);
         #[cfg(target_arch = "x86_64")]
-        if F16C {
-            use core::arch::x86_64::{_mm_storeu_si128, _mm256_cvtps_ph, _mm256_loadu_ps};
+        let (codes, out) = if F16C {
+            use crate::arch::Simd;
+            // SAFETY: `F16C` is only set by the driver's AVX2/AVX-512 entry points,
+            // which run after detection found AVX2 and F16C.
+            let v = unsafe { crate::arch::x86_64::Avx2::new_unchecked() };
             let whole = n - n % 8;
             for (c, o) in codes[..whole]
                 .chunks_exact(8)
                 .zip(out[..whole].chunks_exact_mut(8))
             {
                 let y: [f32; 8] = std::array::from_fn(|t| (i32::from(c[t]) - z) as f32 * s);
-                // SAFETY: `F16C` is only set by the driver's AVX2/AVX-512 entry points,
-                // which run after detection found AVX2 and F16C; `y` is 8 f32s and `o`
-                // 8 f16s (16 bytes); unaligned load and store.
-                unsafe {
-                    let h = _mm256_cvtps_ph::<0>(_mm256_loadu_ps(y.as_ptr()));
-                    _mm_storeu_si128(o.as_mut_ptr().cast(), h);
-                }
+                // SAFETY: `y` is 8 f32s and `o` 8 f16s (16 bytes).
+                unsafe { v.store_f16(o.as_mut_ptr().cast(), v.load_f32(y.as_ptr().cast())) }
             }
-            for (o, &q) in out[whole..].iter_mut().zip(&codes[whole..]) {
-                *o = f16::from_f32((i32::from(q) - z) as f32 * s);
-            }
-            return;
-        }
+            (&codes[whole..], &mut out[whole..])
+        } else {
+            (codes, out)
+        };
         for (o, &q) in out.iter_mut().zip(codes) {
-            *o = f16::from_f32((i32::from(q) - z) as f32 * s);
+            *o = Self::of((i32::from(q) - z) as f32 * s);
         }
     }
 }

@@ -189,7 +189,7 @@ impl Scales<'_> {
         let b = self.bytes;
         match self.dtype {
             ScaleType::F16 => {
-                crate::block::f16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]))
+                crate::convert::f16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]))
             }
             ScaleType::BF16 => bf16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32(),
             ScaleType::F32 => {

@@ -254,16 +254,6 @@ impl Emit<'_, '_> {
         self.b.ins().ushr(x, n)
     }
 
-    fn shuffle(&mut self, a: Value, b: Value, order: [u8; 16]) -> Value {
-        let imm = self
-            .b
-            .func
-            .dfg
-            .immediates
-            .push(ConstantData::from(order.to_vec()));
-        self.b.ins().shuffle(a, b, imm)
-    }
-
     /// Opens `while test(v)`: a new head block tests it, and the body is where
     /// this leaves the builder. Returns `v`'s value there, the head (to jump back
     /// to) and the exit (`exit`, or a new block) to switch to after the body.

@@ -9,6 +9,7 @@ use dq_runtime::linear::Packing;
 
 use super::super::{GroupMode, Shape, Store};
 use super::{Emit, Row, lanes, mem};
+use crate::lane_math::LaneMath;
 
 /// Rows in a block.
 const ROWS: usize = 4;

@@ -6,6 +6,7 @@ use dq_runtime::linear::Packing;
 
 use super::super::GroupMode;
 use super::{Emit, HI_BYTES, LO_BYTES, Row, lanes, mem};
+use crate::lane_math::LaneMath;
 
 impl Emit<'_, '_> {
     // ---- loops ------------------------------------------------------------------

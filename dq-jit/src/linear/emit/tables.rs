@@ -7,7 +7,7 @@ use dq_runtime::DType;
 use super::quads::lanes32;
 use super::{Emit, lanes, mem};
 use crate::host_f16;
-use crate::lane_math::{Bin, LaneMath};
+use crate::lane_math::LaneMath;
 
 /// Picks byte `b` of each I32 lane of two vectors into bytes 0..8, byte `b + 1`
 /// into 8..16.
@@ -129,20 +129,15 @@ impl Emit<'_, '_> {
     }
 
     /// bf16 tables of `ys`: `plain` rounds without the NaN case (for finite
-    /// products: bytes 2 and 3 of each lane of `x + 0x7fff + lsb`).
+    /// products: bytes 2 and 3 of each lane of [`LaneMath::bf16_rne_hi`]).
     fn bf16_table(&mut self, ys: [Value; 4], plain: bool) -> (Value, Value) {
         if !plain {
             let h = ys.map(|y| self.round_16(y));
-            let e0 = self.b.ins().unarrow(h[0], h[1]);
-            let e1 = self.b.ins().unarrow(h[2], h[3]);
-            return self.split_bytes(e0, e1);
+            let e = self.pack16(h);
+            return self.planes16(e);
         }
         let r = ys.map(|y| {
-            let x = self.b.ins().bitcast(types::I32X4, lanes(), y);
-            let h = self.shift(x, false, 16);
-            let lsb = self.bin_c(Bin::And, h, 1);
-            let r = self.bin_c(Bin::Add, x, 0x7fff);
-            let r = self.b.ins().iadd(r, lsb);
+            let (r, _) = self.bf16_rne_hi(y);
             self.b.ins().bitcast(types::I8X16, lanes(), r)
         });
         let a = self.shuffle(r[0], r[1], pick_pair(2));
@@ -153,26 +148,14 @@ impl Emit<'_, '_> {
     /// f16 tables of `ys` (the host's F16C where it may, through the slot's
     /// scratch at `at + 32`).
     fn f16_table(&mut self, ys: [Value; 4], at: i32) -> (Value, Value) {
-        let (e0, e1) = if self.host_f16 {
+        let e = if self.host_f16 {
             let out = self.b.ins().iadd_imm_s(self.slot, i64::from(at + 32));
-            let [e0, e1] = host_f16::round(&mut self.b, out, ys);
-            (e0, e1)
+            host_f16::round(&mut self.b, out, ys)
         } else {
             let h = ys.map(|y| self.round_16(y));
-            let e0 = self.b.ins().unarrow(h[0], h[1]);
-            let e1 = self.b.ins().unarrow(h[2], h[3]);
-            (e0, e1)
+            self.pack16(h)
         };
-        self.split_bytes(e0, e1)
-    }
-
-    /// The low and high bytes of 16 u16 (two I16X8).
-    fn split_bytes(&mut self, e0: Value, e1: Value) -> (Value, Value) {
-        let e0 = self.b.ins().bitcast(types::I8X16, lanes(), e0);
-        let e1 = self.b.ins().bitcast(types::I8X16, lanes(), e1);
-        let lo = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8));
-        let hi = self.shuffle(e0, e1, std::array::from_fn(|i| 2 * i as u8 + 1));
-        (lo, hi)
+        self.planes16(e)
     }
 
     /// The output of field `c` (I32, below 16) from the tables stored at `at`,

@@ -65,7 +65,7 @@ impl Emit<'_, '_> {
                 let x = self.shift(h, true, 16);
                 self.b.ins().bitcast(fty, lanes(), x)
             }
-            ScaleType::F16 => self.widen_f16(h, ity),
+            ScaleType::F16 => self.widen_f16(h, ity, true),
         }
     }
 

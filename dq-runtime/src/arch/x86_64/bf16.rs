@@ -1,4 +1,5 @@
-//! bf16 stores of two AVX-512 vectors at once: 32 results in one 64-byte store.
+//! The AVX-512 bf16 rounding, one vector ([`rne_hi`]) or two packed into one
+//! 64-byte store ([`pack`]).
 //!
 //! Where the CPU has AVX512-BF16, `vcvtne2ps2bf16` converts both vectors in one
 //! instruction. It rounds to nearest-even and quiets NaNs (`bits >> 16 | 0x40`)
@@ -8,31 +9,16 @@
 //! vectors is packed by one word permute.
 //!
 //! The instruction is emitted by `asm!`, so kernels compiled for plain AVX-512
-//! use it after a run-time check.
+//! use it where the [`Avx512`](super::Avx512) token found the feature.
 
 use core::arch::asm;
 use core::arch::x86_64::*;
-use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::minifloat::NAN_BITS;
 
-/// True when the CPU has AVX512-BF16 (checked once; the
-/// [`Avx512`](super::Avx512) token holds the answer).
-#[inline]
-pub(crate) fn cvt_enabled() -> bool {
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::arch::is_x86_feature_detected!("avx512bf16");
-            STATE.store(1 + u8::from(on), Ordering::Relaxed);
-            on
-        }
-        s => s == 2,
-    }
-}
-
 /// The bf16 bits of each lane of `y` in its high 16 bits: the integer
-/// nearest-even rounding, NaNs quieted.
+/// nearest-even rounding of
+/// [`f32_to_bf16_bits`](crate::convert::f32_to_bf16_bits), NaNs quieted.
 ///
 /// # Safety
 /// The CPU has AVX-512F.
@@ -113,7 +99,7 @@ pub(super) unsafe fn pack_cvt(a: __m512, b: __m512) -> __m512i {
 ///
 /// # Safety
 /// `p` is valid for writing 64 bytes; the CPU has AVX-512F, BW and DQ, and
-/// AVX512-BF16 when `cvt` (from [`cvt_enabled`]).
+/// AVX512-BF16 when `cvt` (the [`Avx512`](super::Avx512) token's).
 #[inline(always)]
 pub(super) unsafe fn store_x2(p: *mut u8, a: __m512, b: __m512, cvt: bool) {
     // SAFETY: the features and `p` are the caller's.
@@ -141,7 +127,7 @@ pub(super) unsafe fn store_x2_nan(p: *mut u8, a: __m512, b: __m512, cvt: bool, n
 /// # Safety
 /// As [`store_x2`], without `p`.
 #[inline(always)]
-pub(crate) unsafe fn pack(a: __m512, b: __m512, cvt: bool) -> __m512i {
+pub(super) unsafe fn pack(a: __m512, b: __m512, cvt: bool) -> __m512i {
     // SAFETY: the features are the caller's.
     unsafe { if cvt { pack_cvt(a, b) } else { pack_int(a, b) } }
 }

@@ -125,8 +125,7 @@ impl Words for Avx2 {
     }
     #[inline(always)]
     fn f16_w(self, h: __m128i) -> __m256 {
-        // SAFETY: F16C (token).
-        unsafe { _mm256_cvtph_ps(h) }
+        self.f16_widen(h)
     }
 }
 
@@ -169,7 +168,6 @@ impl Words for Avx512 {
     }
     #[inline(always)]
     fn f16_w(self, h: __m256i) -> __m512 {
-        // SAFETY: AVX-512F (token).
-        unsafe { _mm512_cvtph_ps(h) }
+        self.f16_widen(h)
     }
 }

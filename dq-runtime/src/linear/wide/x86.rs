@@ -8,6 +8,8 @@ use super::super::out::Out;
 use super::super::view::{Groups, Packing, ScaleType};
 use super::{Kind, LINE, SUB};
 use crate::DType;
+use crate::arch::Simd;
+use crate::arch::x86_64::Avx512;
 
 /// Word rows the loads are prefetched ahead.
 const AHEAD: usize = 64;
@@ -132,10 +134,10 @@ impl<'o, const R: usize> Rows<'o, R> {
 
 /// The tables of rows `n0..n0 + tabs.len()` (a multiple of 16), group `g`: row
 /// `n0 + r`'s 16 outputs (fields 0..16) repeated in both halves of `tabs[r]`, by
-/// the formula `f32(q - z) * s` and the rounding of `T` (bf16: the
-/// round-to-nearest-even of `f32_to_bf16_bits`, two rows packed at once, by
-/// `vcvtne2ps2bf16` where the CPU has AVX512-BF16; f16: `vcvtps2ph`, as the
-/// driver's F16C code). The parameters of 16 rows are read at once ([`params16`]).
+/// the formula `f32(q - z) * s` and the AVX-512 rounding of `T`
+/// ([`Avx512::tab16_bf16x2`]: two rows rounded and packed at once;
+/// [`Avx512::tab16_f16`]). The parameters of 16 rows are read at once
+/// ([`params16`]).
 ///
 /// # Safety
 /// The CPU has AVX-512 F/BW/VL/DQ and F16C (inlined into the callers that enable
@@ -143,10 +145,11 @@ impl<'o, const R: usize> Rows<'o, R> {
 #[inline(always)]
 unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512i]) {
     debug_assert!(tabs.len().is_multiple_of(16));
-    let cvt = crate::arch::x86_64::bf16::cvt_enabled();
+    // SAFETY: the caller's features.
+    let v = unsafe { Avx512::new_unchecked() };
     for (i, tabs) in tabs.chunks_exact_mut(16).enumerate() {
         // SAFETY: the caller's features.
-        let (z, s) = unsafe { params16(l, n0 + 16 * i, g) };
+        let (z, s) = unsafe { params16(v, l, n0 + 16 * i, g) };
         let (mut zs, mut ss) = ([0i32; 16], [0f32; 16]);
         // SAFETY: 64 writable bytes each, unaligned stores.
         unsafe {
@@ -154,25 +157,16 @@ unsafe fn tables<T: Out>(l: &Linear<'_>, n0: usize, g: usize, tabs: &mut [__m512
             _mm512_storeu_ps(ss.as_mut_ptr(), s);
         }
         if T::OUT == DType::BF16 {
-            // Two rows' tables rounded and packed at once, then each repeated.
             for (r, t) in tabs.chunks_exact_mut(2).enumerate() {
                 let (r0, r1) = (2 * r, 2 * r + 1);
-                // SAFETY: the caller's features (AVX-512 F/BW/DQ; AVX512-BF16
-                // when `cvt`, which checked it).
-                unsafe {
-                    let h = crate::arch::x86_64::bf16::pack(
-                        product(zs[r0], ss[r0]),
-                        product(zs[r1], ss[r1]),
-                        cvt,
-                    );
-                    t[0] = _mm512_shuffle_i64x2::<0x44>(h, h);
-                    t[1] = _mm512_shuffle_i64x2::<0xee>(h, h);
-                }
+                // SAFETY: the caller's features.
+                let (a, b) = unsafe { (product(zs[r0], ss[r0]), product(zs[r1], ss[r1])) };
+                t.copy_from_slice(&v.tab16_bf16x2(a, b));
             }
         } else {
             for (r, t) in tabs.iter_mut().enumerate() {
                 // SAFETY: the caller's features.
-                *t = unsafe { table_f16(zs[r], ss[r]) };
+                *t = v.tab16_f16(unsafe { product(zs[r], ss[r]) });
             }
         }
     }
@@ -192,20 +186,6 @@ unsafe fn product(z: i32, s: f32) -> __m512 {
     }
 }
 
-/// The 16 f16 outputs of zero point `z` (the weights' offset folded in) and
-/// scale `s`, repeated in both halves of a register (see [`tables`]).
-///
-/// # Safety
-/// The CPU has AVX-512 F/BW/VL/DQ and F16C.
-#[inline(always)]
-unsafe fn table_f16(z: i32, s: f32) -> __m512i {
-    // SAFETY: the caller's features.
-    unsafe {
-        let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(product(z, s));
-        _mm512_broadcast_i64x4(h)
-    }
-}
-
 /// Zero points (less the weights' offset) and scales of rows `n..n + 16`, group
 /// `g`, exactly as [`Linear::params`] reads them: with vector loads where rows are
 /// adjacent (GPTQ's and AWQ's scales and zero points), else row by row.
@@ -213,7 +193,7 @@ unsafe fn table_f16(z: i32, s: f32) -> __m512i {
 /// # Safety
 /// The CPU has AVX-512 F/BW/VL/DQ and F16C.
 #[inline(always)]
-unsafe fn params16(l: &Linear<'_>, n: usize, g: usize) -> (__m512i, __m512) {
+unsafe fn params16(v: Avx512, l: &Linear<'_>, n: usize, g: usize) -> (__m512i, __m512) {
     let sc = &l.scales;
     let at = n * sc.row_stride + g * sc.col_stride;
     // SAFETY (the loads): each reads the 16 elements of a slice of exactly their
@@ -222,16 +202,9 @@ unsafe fn params16(l: &Linear<'_>, n: usize, g: usize) -> (__m512i, __m512) {
         _ if sc.row_stride != 1 => unsafe {
             _mm512_loadu_ps(core::array::from_fn::<f32, 16, _>(|r| sc.get(n + r, g)).as_ptr())
         },
-        ScaleType::F16 => unsafe {
-            _mm512_cvtph_ps(_mm256_loadu_si256(
-                sc.bytes[2 * at..2 * at + 32].as_ptr().cast(),
-            ))
-        },
-        ScaleType::BF16 => unsafe {
-            let h = _mm256_loadu_si256(sc.bytes[2 * at..2 * at + 32].as_ptr().cast());
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-        },
-        ScaleType::F32 => unsafe { _mm512_loadu_ps(sc.bytes[4 * at..4 * at + 64].as_ptr().cast()) },
+        ScaleType::F16 => unsafe { v.load_f16(sc.bytes[2 * at..2 * at + 32].as_ptr()) },
+        ScaleType::BF16 => unsafe { v.load_bf16(sc.bytes[2 * at..2 * at + 32].as_ptr()) },
+        ScaleType::F32 => unsafe { v.load_f32(sc.bytes[4 * at..4 * at + 64].as_ptr()) },
     };
     // SAFETY: the caller's features.
     let (off, none) = unsafe { (_mm512_set1_epi32(l.weights.offset), _mm512_setzero_si512()) };
