@@ -131,7 +131,7 @@ unsafe extern "C" fn f32_of_32(_: *const u8, _: *mut u8) {
 /// AVX and F16C.
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-pub(crate) unsafe extern "C" fn f16_of_16() {
+unsafe extern "C" fn f16_of_16() {
     core::arch::naked_asm!(
         "vcvtps2ph qword ptr [rdi], xmm0, 0",
         "vcvtps2ph qword ptr [rdi + 8], xmm1, 0",
@@ -144,7 +144,7 @@ pub(crate) unsafe extern "C" fn f16_of_16() {
 /// [`f16_of_16`] off x86-64, where no kernel has f16 tables
 /// (emitters call [`round`] only where the host has F16C).
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) unsafe extern "C" fn f16_of_16() {
+unsafe extern "C" fn f16_of_16() {
     unreachable!("f16 tables are x86-64 only")
 }
 
