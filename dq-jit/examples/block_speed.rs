@@ -2,7 +2,7 @@
 //! generated block driver, the JIT block kernel, and a memcpy of the same bytes
 //! (block bytes + f32 bytes), in one run. GB/s = (block bytes + f32 bytes) / median.
 //!
-//! `cargo run --release -p dq-jit --example block_speed [ELEMENTS] [REPS]`
+//! `cargo run --release -p dq-jit --example block_speed [ELEMENTS] [REPS] [TYPE]`
 
 #[path = "support/timing.rs"]
 mod timing;
@@ -15,10 +15,14 @@ fn main() {
         .next()
         .map_or(1 << 24, |a| a.parse().expect("ELEMENTS"));
     let reps: usize = args.next().map_or(15, |a| a.parse().expect("REPS"));
+    let only = args.next();
     println!("| type | generated GB/s | JIT GB/s | JIT / generated | memcpy GB/s |");
     println!("|---|---:|---:|---:|---:|");
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    for gk in gguf::kernels() {
+    for gk in gguf::kernels()
+        .iter()
+        .filter(|k| only.as_deref().is_none_or(|t| t == k.name))
+    {
         let blocks = elems / gk.block_elems;
         let n = blocks * gk.block_elems;
         let mut bytes: Vec<u8> = (0..blocks * gk.block_bytes)

@@ -3,8 +3,8 @@
 //! tile, 8 cache lines, from rows `N / 2` bytes apart: the hardware prefetchers
 //! keep few of those rows in flight, so the stage waits on memory. Prefetching
 //! the rows [`AHEAD`] inputs ahead made the AWQ JIT faster on AMD EPYC Zen 5,
-//! whether rows start on a line or not (16 and 64 inputs ahead ran alike;
-//! `prefetcht1` a little slower; BENCHMARKS.md).
+//! whether rows start on a line or not, and on Zen 4 (16 and 64 inputs ahead
+//! ran alike; `prefetcht1` a little slower; BENCHMARKS.md).
 
 use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;
@@ -19,39 +19,27 @@ pub(crate) const ROW_BYTES: usize = 512;
 /// Emits a call that prefetches [`ROW_BYTES`] from each of the [`ROWS`] rows at
 /// `a`, `a + stride`, ... A prefetch reads nothing architecturally and never
 /// faults; the emitting code still keeps every line inside the words' buffer.
+/// An ordinary call (the platform's C convention): once per staged input, it
+/// measured level with a register-preserving one (BENCHMARKS.md).
 pub(crate) fn rows(b: &mut FunctionBuilder<'_>, a: Value, stride: Value) {
-    crate::host_f16::call(b, prefetch_rows, &[a, stride]);
+    crate::host_f16::call_c(b, prefetch_rows as *const u8, &[a, stride]);
 }
 
-/// `prefetcht0` of the 8 lines at `rdi`, `rdi + rsi`, `rdi + 2 * rsi` and
-/// `rdi + 3 * rsi`. Called under `preserve_all`; it changes no register.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-#[rustfmt::skip]
-unsafe extern "C" fn prefetch_rows() {
-    macro_rules! row {
-        () => {
-            concat!(
-                "prefetcht0 [rdi]\n", "prefetcht0 [rdi + 64]\n",
-                "prefetcht0 [rdi + 128]\n", "prefetcht0 [rdi + 192]\n",
-                "prefetcht0 [rdi + 256]\n", "prefetcht0 [rdi + 320]\n",
-                "prefetcht0 [rdi + 384]\n", "prefetcht0 [rdi + 448]\n",
-            )
-        };
+/// `prefetcht0` of the 8 lines at `a`, `a + stride`, `a + 2 * stride` and
+/// `a + 3 * stride` (no-ops off x86-64, where no linear function is compiled).
+extern "C" fn prefetch_rows(a: *const u8, stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for r in 0..ROWS {
+        let row = a.wrapping_add(r.wrapping_mul(stride));
+        for l in 0..ROW_BYTES / 64 {
+            let p = row.wrapping_add(64 * l);
+            // SAFETY: a prefetch reads nothing architecturally and never faults,
+            // whatever the address.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+            };
+        }
     }
-    core::arch::naked_asm!(
-        "push rdi",
-        row!(), "add rdi, rsi",
-        row!(), "add rdi, rsi",
-        row!(), "add rdi, rsi",
-        row!(),
-        "pop rdi",
-        "ret",
-    )
-}
-
-/// [`prefetch_rows`] off x86-64, where no linear function is compiled.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe extern "C" fn prefetch_rows() {
-    unreachable!("the linear JIT is x86-64 only")
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (a, stride);
 }
