@@ -1,8 +1,15 @@
 //! The process-wide switches tests flip to reach a path (the store strategy for large
-//! outputs, the large-output threshold, forced parallel chunks), each serialized by a
-//! mutex and restored on drop; what the CPU really has, from facts the library does
-//! not compute; and a record of the paths that ran, printed where libtest does not
-//! capture it.
+//! outputs, the large-output threshold, forced parallel chunks and splits), each
+//! serialized by a mutex and restored on drop; what the CPU really has, from facts
+//! the library does not compute; and a record of the paths that ran, printed where
+//! libtest does not capture it.
+//!
+//! Tests of one binary run side by side: a test that sets one of these globals, or
+//! whose assertions depend on its default, holds its switch ([`store_switch`] or
+//! [`store_defaults`]; [`force_chunks`] or [`default_chunks`]) for as long as it
+//! sets or reads it. Results are the same bits under any setting, so a test that
+//! only compares bits needs neither. A test holding both kinds takes the store
+//! switch first, so no two tests wait on each other.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -15,33 +22,59 @@ fn lock(m: &'static Mutex<()>) -> MutexGuard<'static, ()> {
 
 /// While alive: outputs above `large_above` bytes (`None`: half the last-level cache)
 /// are large, and large outputs are stored with the chosen strategy. Tests holding one
-/// run one at a time; dropping it restores the previous strategy and threshold.
+/// run one at a time; dropping it restores the previous strategy (where it was
+/// changed) and the default threshold.
 pub struct StoreSwitch {
-    prev: StoreStrategy,
+    prev: Option<StoreStrategy>,
     _lock: MutexGuard<'static, ()>,
 }
 
+static STORE: Mutex<()> = Mutex::new(());
+
 /// Sets the store strategy (and threshold) of the process until the result is dropped.
 pub fn store_switch(store: StoreStrategy, large_above: Option<usize>) -> StoreSwitch {
-    static STORE: Mutex<()> = Mutex::new(());
     let guard = lock(&STORE);
     let prev = policy::large_store();
     policy::set_large_store(store);
     policy::set_large_output(large_above);
-    StoreSwitch { prev, _lock: guard }
+    StoreSwitch {
+        prev: Some(prev),
+        _lock: guard,
+    }
+}
+
+/// Holds the process's own store strategy and large-output threshold until the
+/// result is dropped, for a test whose work must see them while others switch them.
+pub fn store_defaults() -> StoreSwitch {
+    let guard = lock(&STORE);
+    policy::set_large_output(None);
+    StoreSwitch {
+        prev: None,
+        _lock: guard,
+    }
+}
+
+impl StoreSwitch {
+    /// Changes the large-output threshold (the switch stays held).
+    pub fn set_large_output(&self, large_above: Option<usize>) {
+        policy::set_large_output(large_above);
+    }
 }
 
 impl Drop for StoreSwitch {
     fn drop(&mut self) {
-        policy::set_large_store(self.prev);
+        if let Some(prev) = self.prev {
+            policy::set_large_store(prev);
+        }
         policy::set_large_output(None);
     }
 }
 
 /// While alive: `Job::run_parallel` cuts chunks of exactly the chosen length (so it
-/// splits at every size). Tests holding one run one at a time; dropping restores.
-/// Other tests of the binary running meanwhile see the forced chunks too (the same
-/// bits either way); one that needs the executor's own holds [`default_chunks`].
+/// splits at every size), or splits as [`ChunkSwitch::force_split`] says. Tests
+/// holding one run one at a time; dropping restores. Other tests of the binary
+/// running meanwhile see the forced chunks too (the same bits either way); one that
+/// needs the executor's own holds [`default_chunks`].
 pub struct ChunkSwitch {
     _lock: MutexGuard<'static, ()>,
 }
@@ -67,11 +100,18 @@ impl ChunkSwitch {
     pub fn set(&self, elements: usize) {
         dq::exec::force_chunk(Some(elements.max(1)));
     }
+
+    /// `dq::exec::force_split`: `run_parallel` splits over every requested thread
+    /// (no probe) while `on` (the switch stays held; dropping it turns this off).
+    pub fn force_split(&self, on: bool) {
+        dq::exec::force_split(on);
+    }
 }
 
 impl Drop for ChunkSwitch {
     fn drop(&mut self) {
         dq::exec::force_chunk(None);
+        dq::exec::force_split(false);
     }
 }
 
