@@ -6,7 +6,7 @@
 #   scripts/fuzz-campaign.sh [minutes (default 10)] [cases per property per round (default 20000)] [all|files]
 #
 # `files` runs only the hostile-file fuzzing (mutated GGUF and safetensors headers
-# through the parsers, `dq inspect` and `dq convert`: tests/cli_fuzz/headers.rs).
+# through the parsers, `dq inspect` and `dq convert`: tests/cli/cli_fuzz/headers.rs).
 # Its cases per round: DQ_FILE_FUZZ_CASES (default: cases / 50; each case runs the
 # binary three times).
 set -euo pipefail
@@ -16,12 +16,12 @@ cases=${2:-20000}
 what=${3:-all}
 file_cases=${DQ_FILE_FUZZ_CASES:-$((cases / 50))}
 if [ "$what" = files ]; then
-    tests=(--test cli_fuzz)
-    filter=(-- headers::)
+    tests=(--test cli)
+    filter=(-- cli_fuzz::headers::)
 else
-    tests=(--test differential --test validation_props)
-    [ -f tests/cli_fuzz.rs ] && tests+=(--test cli_fuzz)
-    filter=()
+    tests=(--test ops)
+    filter=(-- differential:: validation_props::)
+    [ -f tests/cli/cli_fuzz.rs ] && tests+=(--test cli) && filter+=(cli_fuzz::)
 fi
 
 # The dev profile (dependencies at opt-level 2): no second full build, checks on.

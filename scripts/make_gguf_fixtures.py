@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the GGUF fixtures of tests/gguf.rs (tests/fixtures/gguf/).
+"""Writes the GGUF fixtures of tests/formats/gguf.rs (tests/fixtures/gguf/).
 
 Made with PyPI gguf==0.19.0 (gguf-py) and numpy==2.4.6 on Python 3.11 (x86-64);
 pinned in scripts/requirements-fixtures.txt. CI never runs this script: it reads

@@ -1,5 +1,5 @@
 //! The JIT's block kernels against the generated block driver on random block
-//! bytes, bit for bit (the root crate's `tests/gguf_jit.rs` checks the reference
+//! bytes, bit for bit (the root crate's `tests/formats/gguf_jit.rs` checks the reference
 //! and the fixtures).
 
 use dq_runtime::block::{ParamNode, gguf};

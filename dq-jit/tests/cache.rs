@@ -1,11 +1,18 @@
 //! Every JIT kind (elementwise plans, GGUF block types, linear shapes) keeps its
 //! kernels in the crate's one cache: at capacity the least recently used kernel
 //! is evicted (not all of them, not none), and asking for it again recompiles.
+//! The cache's resource bounds, counted exactly: the kernels and code bytes it
+//! holds, and the code memory of the kernels it drops unmapped.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
 
 use dq_jit::block::BlockCache;
 use dq_jit::{Jit, LinearJit};
 use dq_runtime::linear::{Groups, Linear, Packed, Packing, ScaleType, Scales};
-use dq_runtime::{DType, DynamicDequantize, Kernel, Plan, STANDARD, TensorDesc};
+use dq_runtime::{
+    DType, DynamicDequantize, Kernel, Plan, Reference, STANDARD, Tensor, TensorDesc, TensorMut,
+};
 
 /// Asks for keys `a, b, a, c` from a cache of capacity 2 through `get`, then
 /// `b` again; `cached(key)` and `counts()` (compiled, kernels held) observe it.
@@ -40,6 +47,7 @@ fn plan(n: usize) -> Plan {
 
 #[test]
 fn elementwise_kernels_evict_the_least_recently_used() {
+    let _serial = serial();
     let jit = Jit::new(&STANDARD, 2);
     let plans = [plan(3), plan(5), plan(7)];
     evicts_least_recently_used(
@@ -55,6 +63,7 @@ fn elementwise_kernels_evict_the_least_recently_used() {
 
 #[test]
 fn block_kernels_evict_the_least_recently_used() {
+    let _serial = serial();
     let blocks = BlockCache::new(2);
     evicts_least_recently_used(
         ["Q4_0", "Q8_0", "Q5_0"],
@@ -71,6 +80,7 @@ fn block_kernels_evict_the_least_recently_used() {
 
 #[test]
 fn linear_kernels_evict_the_least_recently_used() {
+    let _serial = serial();
     let (word, scale) = ([0x10u8; 4], 1f32.to_le_bytes());
     // Shapes differing only in the weights' offset.
     let linear = |offset| {
@@ -114,4 +124,119 @@ fn linear_kernels_evict_the_least_recently_used() {
             (s.compiled, s.kernels as u64)
         },
     );
+}
+
+// ---- resource bounds -------------------------------------------------------
+//
+// Counted exactly, no timings and no process-wide memory readings, except that
+// the code pages of dropped kernels are unmapped: every test of this binary holds
+// `serial()`, so no other test maps memory (JIT code, thread stacks) into a page
+// freed here before it is checked.
+
+/// Held by every test of this binary: one at a time (see above).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const CAPACITY: usize = 8;
+
+/// A small per-channel u8 -> f32 case of a shape made distinct by `i`: its plan,
+/// src bytes and scales.
+fn distinct_case(i: usize) -> (Plan, Vec<u8>, Vec<f32>) {
+    let shape = [1 + i % 7, 3 + i];
+    let n = shape[0] * shape[1];
+    let src: Vec<u8> = (0..n).map(|x| (x * 37 + i) as u8).collect();
+    let scales: Vec<f32> = (0..shape[1]).map(|c| 0.25 + c as f32).collect();
+    let plan = Plan::new(
+        &DynamicDequantize::per_channel(-1).into(),
+        &TensorDesc::new(DType::U8, &shape),
+        Some(&TensorDesc::new(DType::F32, &[shape[1]])),
+        None,
+        &TensorDesc::new(DType::F32, &shape),
+    )
+    .unwrap();
+    (plan, src, scales)
+}
+
+/// The case's dst bits through `kernel`.
+fn run_case(case: &(Plan, Vec<u8>, Vec<f32>), kernel: &dyn Kernel) -> Vec<u32> {
+    let (plan, src, scales) = case;
+    let mut out = vec![f32::NAN; plan.numel()];
+    let s = Tensor::from_bytes(DType::U8, &plan.src().shape, src);
+    let sc = Tensor::from_slice(scales, &[scales.len()]);
+    let mut d = TensorMut::from_slice(&mut out, &plan.dst().shape);
+    plan.bind(&s, Some(&sc), None, &mut d)
+        .unwrap()
+        .run(kernel)
+        .unwrap();
+    out.iter().map(|y| y.to_bits()).collect()
+}
+
+/// The page holding `addr`.
+fn page_of(addr: usize) -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    addr & !(page - 1)
+}
+
+/// True when the page at `page` is mapped in this process (`msync` answers
+/// `ENOMEM` for an unmapped range).
+fn mapped(page: usize) -> bool {
+    // SAFETY: msync with MS_ASYNC reads no memory and changes no mapping; it only
+    // reports whether the range is mapped.
+    unsafe { libc::msync(page as *mut libc::c_void, 1, libc::MS_ASYNC) == 0 }
+}
+
+/// Under a stream of distinct shapes a cache of capacity `C` holds exactly
+/// `min(n, C)` kernels, its code bytes are exactly those of the kernels it holds,
+/// every shape compiles once, and the code memory of the kernels it dropped is
+/// unmapped.
+#[test]
+fn cache_holds_capacity_kernels_and_unmaps_the_code_it_drops() {
+    let _serial = serial();
+    let jit = Jit::new(&STANDARD, CAPACITY);
+    let reference = Reference::default();
+    let stats = || jit.stats().expect("the JIT reports statistics");
+    // The code sizes of the kernels the cache should hold (least recent first; each
+    // shape is new, so the least recent is the least recently used).
+    let mut held: VecDeque<usize> = VecDeque::new();
+    let mut pages = Vec::new();
+    let n = 6 * CAPACITY;
+    for i in 0..n {
+        let case = distinct_case(i);
+        let k = jit.kernel(&case.0).unwrap();
+        held.push_back(k.code_bytes());
+        if held.len() > CAPACITY {
+            held.pop_front();
+        }
+        let page = page_of(k.entry() as usize);
+        assert!(mapped(page), "kernel {i}: its code page is not mapped");
+        pages.push(page);
+        drop(k);
+        assert_eq!(run_case(&case, &jit), run_case(&case, &reference), "{i}");
+        let s = stats();
+        assert_eq!(
+            s.compiled,
+            i as u64 + 1,
+            "kernel {i}: one compile per shape"
+        );
+        assert_eq!(s.cached, held.len() as u64, "kernel {i}: cached");
+        assert_eq!(
+            s.code_bytes,
+            held.iter().sum::<usize>() as u64,
+            "kernel {i}: code bytes are those of the cached kernels"
+        );
+    }
+    // Nothing holds a kernel now: clearing the cache frees every byte of code and
+    // unmaps it (the evicted kernels' pages too, and none is mapped again).
+    jit.clear();
+    let s = stats();
+    assert_eq!((s.cached, s.code_bytes, s.compiled), (0, 0, n as u64));
+    for (i, &page) in pages.iter().enumerate() {
+        assert!(
+            !mapped(page),
+            "kernel {i}: code page {page:#x} still mapped"
+        );
+    }
 }

@@ -3,7 +3,6 @@
 //! [`crate::job`], re-exported here.
 
 use core::ops::Range;
-use core::sync::atomic::{AtomicU64, Ordering};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -170,7 +169,7 @@ fn spread(n: usize, unit: usize, out_bytes: usize, threads: usize, step: &mut dy
     let chunks: Vec<_> = (split_units(rest, threads, unit).into_iter())
         .map(|r| r.start + start..r.end + start)
         .collect();
-    DISPATCHES.fetch_add(1, Ordering::Relaxed);
+    DISPATCHES.set(DISPATCHES.get() + 1);
     step(Step::Pool(&pool, chunks));
 }
 
@@ -235,13 +234,18 @@ pub fn fill_parallel<T: Send>(
     });
 }
 
-/// Work handed to a pool's threads so far in this process ([`Job::run_parallel`],
-/// [`fill_parallel`]): work run on the caller's thread alone does not count.
+/// Work this thread handed to a pool's threads so far ([`Job::run_parallel`],
+/// [`fill_parallel`]): work run on the caller's thread alone does not count, nor
+/// work other threads handed over (so threads running beside a test that reads it
+/// do not move it).
 pub fn dispatches() -> u64 {
-    DISPATCHES.load(Ordering::Relaxed)
+    DISPATCHES.get()
 }
 
-static DISPATCHES: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// This thread's [`dispatches`].
+    static DISPATCHES: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
 
 /// Smallest chunk worth a task, in elements.
 const MIN_CHUNK: usize = 1 << 15;

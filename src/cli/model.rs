@@ -28,7 +28,7 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = 128, conflicts_with = "file")]
     pub group: usize,
     /// Backends, comma separated (default: jit and generated, where built in; every
-    /// backend for a FILE).
+    /// backend built in for a FILE).
     #[arg(long, value_delimiter = ',', value_parser = |s: &str| s.parse::<Backend>())]
     pub backend: Vec<Backend>,
     /// Worker threads per tensor (default: all cores).

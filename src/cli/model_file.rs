@@ -103,7 +103,11 @@ pub fn run(a: &ModelArgs, path: &Path) -> Result<ExitCode, ModelFileError> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let backends = if a.backend.is_empty() {
-        Backend::ALL.to_vec()
+        // Every backend built in (a build without the `jit` feature has no JIT).
+        let built = dq::backends();
+        let all = Backend::ALL.into_iter();
+        all.filter(|&b| matches!(b, Backend::Reference | Backend::Auto) || built.get(b).is_some())
+            .collect()
     } else {
         a.backend.clone()
     };

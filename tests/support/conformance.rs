@@ -178,7 +178,7 @@ pub fn assert_same_bits(dtype: DType, got: &[u8], want: &[u8], what: &str) {
 /// ml_dtypes: `tests/conformance_float`): there a NaN's sign and payload are that
 /// implementation's (ORT keeps a NaN code's sign; SPEC §10 gives every NaN src the
 /// default NaN `0x7fc00000`), so NaN compares as NaN; every other element bit for bit.
-/// dq's own NaN bits are pinned by `tests/float_sources.rs` against the reference.
+/// dq's own NaN bits are pinned by `tests/ops/float_sources.rs` against the reference.
 pub fn assert_same_values(dtype: DType, got: &[u8], want: &[u8], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     let w = dtype.bits() / 8;

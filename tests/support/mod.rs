@@ -35,6 +35,29 @@ pub fn isa_unavailable(isa: dq::arch::Isa, path: &str) {
     }
 }
 
+/// Whether this build has the backend named `name` (`reference`, `generated`, `jit`,
+/// `auto`): all but the JIT without the cargo feature `jit`. A backend the build
+/// leaves out is not a path this machine lacks: tests leave it out too.
+pub fn in_build(name: &str) -> bool {
+    name != dq::Backend::Jit.name() || cfg!(feature = "jit")
+}
+
+/// Every [`dq::Backend`] this build has ([`in_build`]).
+pub fn built_backends() -> Vec<dq::Backend> {
+    let all = dq::Backend::ALL.into_iter();
+    all.filter(|b| in_build(b.name())).collect()
+}
+
+/// The libtest name of the test `name` of module `module` (its `module_path!()`,
+/// whose first segment is the test binary's crate), to run it alone in a child
+/// process with `--exact`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// Proptest cases per property: `DQ_PROPTEST_CASES`, else `default`.
 pub fn proptest_cases(default: u32) -> u32 {
     std::env::var("DQ_PROPTEST_CASES")

@@ -217,7 +217,7 @@ mod tests {
     }
 
     /// True when this CPU runs the fast path; otherwise a `SKIPPED` line on
-    /// stderr (the `dq` crate's `tests/hf_generated.rs` fails under
+    /// stderr (the `dq` crate's `tests/formats/hf_generated.rs` fails under
     /// `DQ_REQUIRE_ALL_PATHS=1`, CI, where this path cannot run).
     fn runs_here(test: &str) -> bool {
         if Isa::Avx512.available() && vbmi() {

@@ -1,0 +1,15 @@
+//! The `dq` binary: `dq run`, `inspect`, `convert`, `model`, `bench` and `demo`,
+//! their error classes and exit codes, and hostile command lines and files.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+#[cfg(unix)]
+mod files;
+
+mod cli;
+mod cli_fuzz;
+mod cli_hostile;
+mod convert;
+mod float_cli;
+mod model;
