@@ -177,16 +177,14 @@ unsafe fn f16_tail(dst: *mut u8, x: &[f32]) {
 /// If `src` is not `2 * dst.len()` bytes.
 pub fn widen_f16(dst: &mut [f32], src: &[u8]) {
     assert_eq!(src.len(), 2 * dst.len(), "two bytes per f16");
-    // SAFETY: each function runs only on a CPU with its ISA (`hardware`); the
-    // lengths match (asserted).
-    unsafe {
-        match hardware() {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => x86_64::widen_f16_avx512(dst, src),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => x86_64::widen_f16_avx2(dst, src),
-            _ => widen_f16_tail(dst, src),
-        }
+    match hardware() {
+        // SAFETY: this CPU has AVX-512 (`hardware`); the lengths match (asserted).
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86_64::widen_f16_avx512(dst, src) },
+        // SAFETY: this CPU has AVX2 and F16C (`hardware`); the lengths match.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86_64::widen_f16_avx2(dst, src) },
+        _ => widen_f16_tail(dst, src),
     }
 }
 
@@ -524,6 +522,7 @@ mod tests {
     #[test]
     fn f16_widening_matches_half_for_every_pattern() {
         type WidenFn = unsafe fn(&mut [f32], &[u8]);
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut fns: Vec<(&str, WidenFn)> = vec![
             ("portable", widen_f16_tail as WidenFn),
             ("dispatch", widen_f16),

@@ -80,11 +80,11 @@ impl Gguf<FileBytes> {
     /// for a file that is not a valid GGUF file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let bytes = input::read(path).map_err(|source| GgufError::Io {
+        let bytes = input::read_aligned(path).map_err(|source| GgufError::Io {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(FileBytes::Owned(bytes))
+        Self::parse(bytes)
     }
 
     /// Maps a GGUF file into memory (nothing is copied) and checks it against the

@@ -56,7 +56,7 @@ impl Shard {
             // SAFETY: the caller keeps the file unmodified while the `Shard` lives.
             unsafe { input::map(path) }
         } else {
-            input::read(path).map(FileBytes::Owned)
+            input::read_aligned(path)
         }
         .map_err(io)?;
         let (n, metadata) = read_header(path, map.as_ref())?;
