@@ -42,20 +42,19 @@ pub(crate) fn round(b: &mut FunctionBuilder<'_>, out: Value, ys: [Value; 4]) -> 
 /// vector and mask register across each naked helper), with `args` as its
 /// parameters.
 pub(crate) fn call(b: &mut FunctionBuilder<'_>, f: unsafe extern "C" fn(), args: &[Value]) {
-    let mut sig = Signature::new(CallConv::PreserveAll);
-    sig.params = args
-        .iter()
-        .map(|&a| AbiParam::new(b.func.dfg.value_type(a)))
-        .collect();
-    let sig = b.import_signature(sig);
-    let callee = b.ins().iconst(types::I64, f as usize as i64);
-    b.ins().call_indirect(sig, callee, args);
+    call_as(b, CallConv::PreserveAll, f as *const u8, args);
 }
 
 /// Emits an ordinary call of the `extern "C"` function at `f` (the kernel's own
 /// convention, the platform's C one), with the integer or pointer `args`.
 pub(crate) fn call_c(b: &mut FunctionBuilder<'_>, f: *const u8, args: &[Value]) {
-    let mut sig = Signature::new(b.func.signature.call_conv);
+    let conv = b.func.signature.call_conv;
+    call_as(b, conv, f, args);
+}
+
+/// Emits an indirect call of the code at `f` under `conv`, with `args`.
+fn call_as(b: &mut FunctionBuilder<'_>, conv: CallConv, f: *const u8, args: &[Value]) {
+    let mut sig = Signature::new(conv);
     sig.params = args
         .iter()
         .map(|&a| AbiParam::new(b.func.dfg.value_type(a)))
