@@ -85,6 +85,9 @@ impl Options {
 
     /// Runs `f` under these options' tuning (the calling thread's when unset).
     pub(crate) fn scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.tuning.unwrap_or_else(Tuning::current).scope(f)
+        match self.tuning {
+            Some(t) => t.scope(f),
+            None => f(),
+        }
     }
 }

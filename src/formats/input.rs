@@ -114,12 +114,17 @@ pub fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// of memory reserved up front.
 fn read_all(file: File, len: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+    let len = in_memory(len)?;
     bytes
         .try_reserve_exact(len)
         .map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
     file.take(len as u64).read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// A file length as a memory size: `OutOfMemory` where it does not fit.
+fn in_memory(len: u64) -> io::Result<usize> {
+    usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))
 }
 
 /// A file's bytes: read into memory, or mapped.
@@ -161,8 +166,7 @@ pub fn read(path: &Path) -> io::Result<Vec<u8>> {
 /// As [`open`], or reading fails (a file that shrank while read included).
 pub fn read_aligned(path: &Path) -> io::Result<FileBytes> {
     let mut file = open(path)?;
-    let len = file.metadata()?.len();
-    let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+    let len = in_memory(file.metadata()?.len())?;
     if len == 0 {
         return Ok(FileBytes::Owned(Vec::new()));
     }
