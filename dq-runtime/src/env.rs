@@ -4,10 +4,10 @@
 //! - `DQ_ISA=avx512|avx2|portable`: the highest ISA the unpinned generated
 //!   kernels use ([`crate::arch::selected`]); a higher one than the CPU has, or an
 //!   unknown value, changes nothing. For testing every ISA path on one machine.
-//! - `DQ_STORE=plain|prefetch|nontemporal`: how outputs larger than half the
-//!   last-level cache are stored ([`crate::policy::large_store`]), instead of the
-//!   strategy measured on this machine; it also turns off the per-plan store races.
-//!   An unknown value counts as unset.
+//! - `DQ_STORE=plain|prefetch|nontemporal`: how every output is stored
+//!   ([`crate::policy::store_for`]), instead of the strategy measured on this
+//!   machine for large ones; it also turns off the per-plan store races. An
+//!   unknown value counts as unset.
 //! - `DQ_STREAM=1|on`: the older spelling of `DQ_STORE=nontemporal` (ignored
 //!   where `DQ_STORE` is set).
 //!
@@ -41,7 +41,7 @@ pub fn isa() -> Option<&'static str> {
     vars().isa.as_deref()
 }
 
-/// The store strategy name for large outputs that `DQ_STORE` gives, else
+/// The store strategy name for every output that `DQ_STORE` gives, else
 /// `nontemporal` where `DQ_STREAM` asks for it; `None` when neither is set
 /// (parsed by [`StoreStrategy::parse`](crate::policy::StoreStrategy::parse)).
 pub fn store() -> Option<&'static str> {

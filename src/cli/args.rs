@@ -174,9 +174,10 @@ pub struct BenchArgs {
     /// buffers on Linux, 16 bytes past a line).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..64))]
     pub dst_offset: Option<u8>,
-    /// Leave out the memcpy yardstick: time the backends alone, as a peer's
-    /// driver times itself (a copy timed between them leaves the caches and the
-    /// memory busy with its lines; the peers script has its own yardstick).
+    /// Leave out the yardsticks (memcpy and the write roofline): time the
+    /// backends alone, as a peer's driver times itself (a copy timed between them
+    /// leaves the caches and the memory busy with its lines; the peers script has
+    /// its own yardstick).
     #[arg(long)]
     pub no_memcpy: bool,
 }

@@ -2,7 +2,10 @@
 //! beside a memcpy yardstick measured in the same run.
 //!
 //! GB/s counts src + dst bytes for a backend, and read + write bytes of a copy as
-//! large as dst for memcpy. JIT compile time comes from the JIT kernel's stats.
+//! large as dst for memcpy. The write roofline ([`super::roofline`]) writes dst
+//! alone with each store strategy; its fastest is the least time a kernel writing
+//! this output could take here, and `t/roofline` is each row's median time over
+//! that one's. JIT compile time comes from the JIT kernel's stats.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +13,8 @@ use dq::case::{Case, OwnedTensor};
 use dq::kernel::Kernel;
 use dq::{Backend, DType, Op, Plan, Qtype, Tensor, TensorDesc, TensorMut};
 use serde_json::{Value, json};
+
+use dq::policy::StoreStrategy;
 
 use super::args::{BenchArgs, CaseArgs, IntList, OpName, Shape};
 use super::case::CaseFlags;
@@ -151,15 +156,32 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
     } else {
         Some((buf(dst_bytes, 1), buf(dst_bytes, 0), copy_pool(threads)?))
     };
+    // The roofline's buffer: one per strategy (each written in its own batch).
+    let block = super::roofline::block();
+    let mut roof: Vec<Vec<u8>> = match &copy {
+        Some(_) => StoreStrategy::ALL
+            .iter()
+            .map(|_| buf(dst_bytes, 0))
+            .collect(),
+        None => Vec::new(),
+    };
     let mut calls: Vec<Box<dyn FnMut() -> dq::Result<()> + '_>> = Vec::new();
     for (job, (_, kernel)) in jobs.iter_mut().zip(&kernels) {
         calls.push(Box::new(move || job.run_parallel(*kernel, threads)));
     }
     if let Some((copy_src, copy_dst, pool)) = copy.as_mut() {
+        let pool = pool.as_ref();
         calls.push(Box::new(move || {
-            parallel_copy(pool.as_ref(), copy_src, copy_dst);
+            parallel_copy(pool, copy_src, copy_dst);
             Ok(())
         }));
+        for (s, dst) in StoreStrategy::ALL.into_iter().zip(&mut roof) {
+            let block = &block;
+            calls.push(Box::new(move || {
+                super::roofline::write(pool, s, block, dst);
+                Ok(())
+            }));
+        }
     }
     let budget = Duration::from_secs_f64(a.min_time.max(0.0) * calls.len() as f64);
     let samples = sample_rounds(&mut calls, a.reps, budget)?;
@@ -177,6 +199,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
             samples: Vec::new(),
             bytes: 2 * dst_bytes,
         });
+        for s in StoreStrategy::ALL {
+            rows.push(Row {
+                backend: super::roofline::row_name(s),
+                samples: Vec::new(),
+                bytes: dst_bytes,
+            });
+        }
     }
     for (row, s) in rows.iter_mut().zip(samples) {
         row.samples = s;
@@ -205,7 +234,9 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
                 "bytes": r.bytes,
                 "reps": r.samples.len(),
                 "paired_ratio": r.paired(&rows[0]),
+                "vs_roofline": roofline(&rows).map(|w| r.median() / w.median()),
             })).collect::<Vec<_>>(),
+            "roofline": roofline(&rows).map(|w| w.backend.clone()),
             "paired_base": rows[0].backend,
             "jit_compile_us": jit_compile_us,
             "auto": auto,
@@ -220,6 +251,13 @@ pub fn bench(a: &BenchArgs) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The write roofline: the fastest `write:*` row by median, if timed.
+fn roofline(rows: &[Row]) -> Option<&Row> {
+    (rows.iter())
+        .filter(|r| super::roofline::strategy_of(&r.backend).is_some())
+        .min_by(|a, b| a.median().total_cmp(&b.median()))
 }
 
 /// The CPU model (from /proc/cpuinfo) and the store strategy in force for outputs
@@ -239,6 +277,7 @@ fn machine_json(dst_bytes: usize) -> Value {
     json!({
         "cpu": cpu_model(),
         "llc_bytes": dq::arch::llc_bytes(),
+        "large_above_bytes": dq::arch::l2_bytes(),
         "large_store": large.name(),
         "large_store_source": how,
         "large_store_ns_per_4mib": measured,
@@ -274,9 +313,9 @@ fn print_machine(m: &Value) {
         None => s("large_store_source"),
     };
     println!(
-        "store: {} for outputs over {} MiB ({how}); default for this output: {}",
+        "store: {} for outputs over {} KiB, the L2 ({how}); default for this output: {}",
         s("large_store"),
-        m["llc_bytes"].as_u64().unwrap_or(0) / 2 / (1 << 20),
+        m["large_above_bytes"].as_u64().unwrap_or(0) >> 10,
         s("store_for_this_output"),
     );
     // The per-plan races (large outputs, strategy not fixed by DQ_STORE).
@@ -386,7 +425,7 @@ fn parallel_copy(pool: Option<&rayon::ThreadPool>, src: &[u8], dst: &mut [u8]) {
 /// EPYC (Zen 4) VM a 256 KiB copy took several times longer on two threads than
 /// on one, and the pool's threads, spinning after each split, slowed the kernels'
 /// calls timed next to it (BENCHMARKS.md).
-const SPLIT_COPY: usize = 4 << 20;
+pub(super) const SPLIT_COPY: usize = 4 << 20;
 
 /// A pool of `threads` threads for the memcpy yardstick; `None` for one thread.
 fn copy_pool(threads: usize) -> Result<Option<rayon::ThreadPool>, CliError> {
@@ -511,20 +550,25 @@ fn print_table(case: &Value, rows: &[Row], jit_compile_us: Option<f64>) {
         c("dst_bytes")
     );
     let copy = (rows.iter()).find(|r| r.backend == "memcpy").map(Row::gbps);
+    let roof = roofline(rows);
     let paired = format!("vs {}", rows[0].backend);
     println!(
-        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>14} {:>6}",
-        "backend", "median ms", "min ms", "GB/s", "vs memcpy", paired, "reps"
+        "{:<16} {:>12} {:>12} {:>9} {:>10} {:>11} {:>14} {:>6}",
+        "backend", "median ms", "min ms", "GB/s", "vs memcpy", "t/roofline", paired, "reps"
     );
     for r in rows {
         let vs = copy.map_or("-".to_string(), |c| format!("{:.2}x", r.gbps() / c));
+        let t = roof.map_or("-".to_string(), |w| {
+            format!("{:.2}x", r.median() / w.median())
+        });
         println!(
-            "{:<10} {:>12.3} {:>12.3} {:>9.2} {:>10} {:>13.3}x {:>6}",
+            "{:<16} {:>12.3} {:>12.3} {:>9.2} {:>10} {:>11} {:>13.3}x {:>6}",
             r.backend,
             r.median() * 1e3,
             r.min() * 1e3,
             r.gbps(),
             vs,
+            t,
             r.paired(&rows[0]),
             r.samples.len()
         );
@@ -533,6 +577,13 @@ fn print_table(case: &Value, rows: &[Row], jit_compile_us: Option<f64>) {
         "(backends timed in interleaved rounds; vs {}: median of per-round time ratios)",
         rows[0].backend
     );
+    if let Some(w) = roof {
+        println!(
+            "(write:*: dst written alone, no source, GB/s of dst bytes; the roofline is {}, \
+             t/roofline: a row's median time over its)",
+            w.backend
+        );
+    }
     match jit_compile_us {
         Some(us) => println!("jit compile: {us:.1} us"),
         None => println!("jit compile: n/a (no JIT run)"),

@@ -19,6 +19,7 @@ mod io;
 mod limits;
 mod model;
 mod model_file;
+mod roofline;
 mod run;
 mod source;
 mod text;

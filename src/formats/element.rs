@@ -6,6 +6,7 @@
 
 use std::ops::Range;
 
+use dq_runtime::policy::{self, StoreStrategy};
 use dq_runtime::{DType, exec};
 use half::{bf16, f16};
 
@@ -29,6 +30,10 @@ pub trait Element:
 
     /// `out` as f32s when `Self` is f32 (decoders then write in place).
     fn as_f32_mut(out: &mut [Self]) -> Option<&mut [f32]>;
+
+    /// `out[i] = from_f32(y[i])` for equal lengths, vectorized where the CPU
+    /// allows (the same bits); by non-temporal stores when `stream`.
+    fn from_f32s(out: &mut [Self], y: &[f32], stream: bool);
 }
 
 impl Element for f32 {
@@ -38,6 +43,9 @@ impl Element for f32 {
     }
     fn as_f32_mut(out: &mut [Self]) -> Option<&mut [f32]> {
         Some(out)
+    }
+    fn from_f32s(out: &mut [Self], y: &[f32], _: bool) {
+        out.copy_from_slice(y);
     }
 }
 
@@ -49,6 +57,14 @@ impl Element for f16 {
     fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
         None
     }
+    fn from_f32s(out: &mut [Self], y: &[f32], stream: bool) {
+        let out = bytemuck::cast_slice_mut(out);
+        if stream {
+            dq_runtime::arch::narrow_stream(out, y, false);
+        } else {
+            dq_runtime::arch::narrow_f16(out, y);
+        }
+    }
 }
 
 impl Element for bf16 {
@@ -58,6 +74,14 @@ impl Element for bf16 {
     }
     fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
         None
+    }
+    fn from_f32s(out: &mut [Self], y: &[f32], stream: bool) {
+        let out = bytemuck::cast_slice_mut(out);
+        if stream {
+            dq_runtime::arch::narrow_stream(out, y, true);
+        } else {
+            dq_runtime::arch::narrow_bf16(out, y);
+        }
     }
 }
 
@@ -91,7 +115,9 @@ pub(crate) fn split_direct<T: Element>(
 }
 
 /// Decodes the units of `out` (the first is unit `first`) on this thread: in place
-/// for f32, through a small f32 buffer otherwise.
+/// for f32, through a small f32 buffer otherwise, its conversions stored
+/// non-temporally where the store strategy for `out` says so (as the f32
+/// decoders' own stores do).
 fn run<T: Element>(
     out: &mut [T],
     first: usize,
@@ -102,6 +128,7 @@ fn run<T: Element>(
     if let Some(f) = T::as_f32_mut(out) {
         return decode(first..first + units, f);
     }
+    let stream = policy::store_for(size_of_val(out)) == StoreStrategy::NonTemporal;
     let step = (PIECE / per_unit).max(1);
     let mut buf = vec![0f32; step.min(units) * per_unit];
     for (i, chunk) in out.chunks_mut(step * per_unit).enumerate() {
@@ -109,9 +136,7 @@ fn run<T: Element>(
         let n = chunk.len() / per_unit;
         let buf = &mut buf[..chunk.len()];
         decode(start..start + n, buf);
-        for (o, &y) in chunk.iter_mut().zip(buf.iter()) {
-            *o = T::from_f32(y);
-        }
+        T::from_f32s(chunk, buf, stream);
     }
 }
 
@@ -150,6 +175,55 @@ mod tests {
             split(&mut out16, 5, threads, &decode);
             let want16: Vec<f16> = want.iter().map(|&y| f16::from_f32(y)).collect();
             assert_eq!(out16, want16, "{threads} threads, f16");
+        }
+    }
+
+    /// 16-bit outputs by every store strategy (non-temporal ones through the
+    /// streamed conversion) are `half`'s roundings of every kind of value,
+    /// at an odd offset too.
+    #[test]
+    fn sixteen_bit_outputs_round_as_half_under_every_store() {
+        let specials = [
+            0.0f32,
+            -0.0,
+            1.0,
+            f32::INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            1e-40,
+            65520.0,
+        ];
+        let value = |i: usize| match i % 11 {
+            0..8 => specials[i % 11],
+            _ => f32::from_bits((i as u32).wrapping_mul(0x9e37_79b9)),
+        };
+        let decode = |r: Range<usize>, buf: &mut [f32]| {
+            for (i, u) in r.enumerate() {
+                buf[i] = value(u);
+            }
+        };
+        let n = 3 * PIECE + 7;
+        for store in StoreStrategy::ALL {
+            let t = dq_runtime::policy::Tuning::new().with_store(store);
+            let mut bf = vec![bf16::ZERO; n + 1];
+            let mut h = vec![f16::ZERO; n + 1];
+            t.scope(|| {
+                split(&mut bf[1..], 1, 2, &decode);
+                split(&mut h[1..], 1, 1, &decode);
+            });
+            for i in 0..n {
+                let y = value(i);
+                assert_eq!(
+                    bf[1 + i].to_bits(),
+                    bf16::from_f32(y).to_bits(),
+                    "{store:?} {i}"
+                );
+                assert_eq!(
+                    h[1 + i].to_bits(),
+                    f16::from_f32(y).to_bits(),
+                    "{store:?} {i}"
+                );
+            }
         }
     }
 

@@ -607,14 +607,14 @@ fn four_bit_streamed_lines_at_every_skew() {
     }
 }
 
-/// Large outputs: bigger than half the last-level cache, under every store
+/// Large outputs: bigger than the per-core L2 cache, under every store
 /// strategy: non-temporal (the tile-and-stream path: tiles ending mid-run,
 /// unaligned row starts, random ranges starting anywhere), prefetching and plain.
 #[test]
 fn large_outputs_take_the_streaming_path() {
     let ks = kernels();
     let mut rng = Rng::new(7);
-    let llc = dq::arch::llc_bytes();
+    let l2 = dq::arch::l2_bytes();
     let big = [
         (DType::S8, None, DType::F32, Gran::Channel(1)),
         (
@@ -636,12 +636,15 @@ fn large_outputs_take_the_streaming_path() {
         let _switch = store_switch(store, None);
         for (s, z, d, gran) in big.clone() {
             let cols = 4099;
-            let rows = (llc / 2 / (d.bits() / 8)) / cols + 3;
+            let rows = (l2 / (d.bits() / 8)) / cols + 3;
             // The case is large enough for the kernels to take `store` (they ask
             // `store_for` of the whole output): fails if the sizes above shrink
             // below the threshold, or the threshold stops following the switch.
             let bytes = d.bytes_for(rows * cols).unwrap();
-            assert!(bytes > llc / 2, "{bytes} bytes is not a large output");
+            assert!(
+                policy::is_large_output(bytes),
+                "{bytes} bytes is not a large output"
+            );
             assert_eq!(policy::store_for(bytes), store, "{bytes} bytes");
             Case {
                 form: OpForm::Dynamic,

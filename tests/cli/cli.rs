@@ -1012,8 +1012,12 @@ fn bench_json_has_every_field() {
     for r in rows {
         let (t, g) = (r["median_s"].as_f64().unwrap(), r["gbps"].as_f64().unwrap());
         assert!(t > 0.0 && g > 0.0, "{r}");
-        let bytes = if r["backend"] == "memcpy" {
+        let name = r["backend"].as_str().unwrap();
+        let bytes = if name == "memcpy" {
             2 * 64 * 256 * 2
+        } else if name.starts_with("write:") {
+            // The write roofline: dst alone.
+            64 * 256 * 2
         } else {
             64 * 256 / 2 + 64 * 256 * 2
         };
@@ -1021,7 +1025,23 @@ fn bench_json_has_every_field() {
         assert!((g - bytes as f64 / t / 1e9).abs() <= 1e-9 * g.max(1.0));
         assert!(r["reps"].as_u64().unwrap() >= 2);
         assert!(r["paired_ratio"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["vs_roofline"].as_f64().unwrap() > 0.0, "{r}");
     }
+    // Every store strategy's write is timed; the roofline is the fastest of them.
+    let writes: Vec<&Value> = (rows.iter())
+        .filter(|r| r["backend"].as_str().unwrap().starts_with("write:"))
+        .collect();
+    assert_eq!(writes.len(), 3, "{j}");
+    let best = (writes.iter())
+        .min_by(|a, b| {
+            a["median_s"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["median_s"].as_f64().unwrap())
+        })
+        .unwrap();
+    assert_eq!(j["roofline"], best["backend"]);
+    assert_eq!(best["vs_roofline"].as_f64(), Some(1.0));
     // Ratios are paired with the first backend: its own is exactly 1.
     assert_eq!(j["paired_base"], rows[0]["backend"]);
     assert_eq!(rows[0]["paired_ratio"].as_f64(), Some(1.0));
@@ -1128,7 +1148,16 @@ fn bench_limits_backends_and_rejects_unavailable_ones() {
         .iter()
         .map(|r| r["backend"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["reference", "memcpy"]);
+    assert_eq!(
+        names,
+        [
+            "reference",
+            "memcpy",
+            "write:plain",
+            "write:prefetch",
+            "write:nontemporal"
+        ]
+    );
     assert_eq!(j["case"]["axes"], serde_json::json!([1]));
     if dq::backends().get(dq::Backend::Jit).is_none() {
         let o = dq(&["bench", "--shape", "8x128", "--backend", "jit"]);

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use dq::arch::Isa;
 use dq::policy::{Entered, StoreStrategy, Tuning};
 
-/// While alive: outputs above `large_above` bytes (`None`: half the last-level cache)
-/// are large on this thread, and large outputs are stored with the chosen strategy.
+/// While alive: outputs above `large_above` bytes (`None`: the per-core L2 cache)
+/// are large on this thread, and outputs are stored with the chosen strategy.
 pub struct StoreSwitch {
     _tuning: Entered,
 }

@@ -168,6 +168,107 @@ unsafe fn f16_tail(dst: *mut u8, x: &[f32]) {
     }
 }
 
+/// Writes `x` as bf16 (little-endian bits) to `dst`, nearest-even with NaNs
+/// quieted ([`f32_to_bf16_bits`](crate::convert::f32_to_bf16_bits)): with the
+/// vector ISA's bf16 stores where the CPU has them (the ones the generated kernels
+/// use), else one value at a time.
+///
+/// # Safety
+/// `dst` is valid for writing `2 * x.len()` bytes and does not overlap `x`.
+pub unsafe fn f32_to_bf16(dst: *mut u8, x: &[f32]) {
+    // SAFETY: each function runs only on a CPU with its ISA (`hardware`); the
+    // buffers are the caller's.
+    unsafe {
+        match hardware() {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => x86_64::f32_to_bf16_avx512(dst, x),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => x86_64::f32_to_bf16_avx2(dst, x),
+            _ => bf16_tail(dst, x),
+        }
+    }
+}
+
+/// [`f32_to_bf16`] with `v`'s bf16 stores, `2 * V::LANES` values a step.
+///
+/// # Safety
+/// As [`f32_to_bf16`]; the CPU has `V`'s ISA (the token proves it).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) unsafe fn f32_to_bf16_with<V: Simd>(v: V, dst: *mut u8, x: &[f32]) {
+    let step = 2 * V::LANES;
+    let whole = x.len() / step * step;
+    for i in (0..whole).step_by(step) {
+        // SAFETY: i + 2 LANES <= x.len(): 2 LANES f32 to read at i, 2 LANES bf16 to
+        // write at byte 2i (the caller's dst holds 2 * x.len()).
+        unsafe {
+            let p = x.as_ptr().add(i);
+            let a = v.load_f32(p.cast());
+            let b = v.load_f32(p.add(V::LANES).cast());
+            v.store_bf16x2(dst.add(2 * i), a, b)
+        }
+    }
+    // SAFETY: the rest of the caller's buffers.
+    unsafe { bf16_tail(dst.add(2 * whole), &x[whole..]) }
+}
+
+/// [`f32_to_bf16`] one value at a time.
+///
+/// # Safety
+/// As [`f32_to_bf16`].
+unsafe fn bf16_tail(dst: *mut u8, x: &[f32]) {
+    for (i, &v) in x.iter().enumerate() {
+        let h = crate::convert::f32_to_bf16_bits(v).to_le_bytes();
+        // SAFETY: bytes 2i..2i + 2 are inside the caller's dst.
+        unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), dst.add(2 * i), 2) }
+    }
+}
+
+/// `x` rounded to f16 bits in `dst` ([`f32_to_f16`], safely).
+///
+/// # Panics
+/// If the lengths differ.
+pub fn narrow_f16(dst: &mut [u16], x: &[f32]) {
+    assert_eq!(dst.len(), x.len(), "one f16 per f32");
+    // SAFETY: dst holds x.len() u16s, 2 * x.len() bytes; a `&mut` does not overlap `x`.
+    unsafe { f32_to_f16(dst.as_mut_ptr().cast(), x) }
+}
+
+/// `x` rounded to bf16 bits in `dst` ([`f32_to_bf16`], safely).
+///
+/// # Panics
+/// If the lengths differ.
+pub fn narrow_bf16(dst: &mut [u16], x: &[f32]) {
+    assert_eq!(dst.len(), x.len(), "one bf16 per f32");
+    // SAFETY: dst holds x.len() u16s, 2 * x.len() bytes; a `&mut` does not overlap `x`.
+    unsafe { f32_to_bf16(dst.as_mut_ptr().cast(), x) }
+}
+
+/// [`narrow_f16`] (`bf16` false) or [`narrow_bf16`] (true) into `dst` by
+/// non-temporal stores ([`stream_copy`], fenced at the end): each tile of values
+/// is converted into a small cache-resident buffer first.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn narrow_stream(dst: &mut [u16], x: &[f32], bf16: bool) {
+    assert_eq!(dst.len(), x.len(), "one 16-bit value per f32");
+    const TILE: usize = 2048;
+    let mut tile = [0u16; TILE];
+    for (d, x) in dst.chunks_mut(TILE).zip(x.chunks(TILE)) {
+        let t = &mut tile[..x.len()];
+        if bf16 {
+            narrow_bf16(t, x);
+        } else {
+            narrow_f16(t, x);
+        }
+        let bytes: &[u8] = bytemuck::cast_slice(t);
+        // SAFETY: `d` holds `t.len()` u16s, the bytes of `bytes`; a stack tile
+        // does not overlap the caller's `&mut` dst.
+        unsafe { stream_copy(d.as_mut_ptr().cast(), bytes) }
+    }
+    stream_fence();
+}
+
 /// Writes the f16 values `src` (little-endian bits) to `dst`, widened exactly
 /// with NaNs quieted (as F16C and `half` widen): with the vector ISA's f16 loads
 /// where the CPU has them (the ones the generated kernels use), else one at a
@@ -260,6 +361,21 @@ pub fn prefetch_write(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Size of one core's L2 cache in bytes (1 MiB when it cannot be read), clamped
+/// to 256 KiB..=8 MiB: the threshold of a large output
+/// ([`crate::policy::is_large_output`]). A VM reports its core's L2 as the core
+/// has it, unlike the last-level cache, which may be the host's.
+pub fn l2_bytes() -> usize {
+    static L2: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *L2.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(n) = x86_64::l2_bytes() {
+            return n.clamp(256 << 10, 8 << 20);
+        }
+        1 << 20
+    })
 }
 
 /// Size of the last-level cache in bytes (32 MiB when it cannot be read).

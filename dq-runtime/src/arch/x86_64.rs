@@ -108,6 +108,16 @@ impl Avx512 {
     }
 }
 
+/// Size of one core's L2 cache from CPUID leaf 0x8000_0006 (ECX bits 31..16, in
+/// KiB: AMD and Intel both report it there), if reported.
+pub fn l2_bytes() -> Option<usize> {
+    if __cpuid(0x8000_0000).eax < 0x8000_0006 {
+        return None;
+    }
+    let kib = (__cpuid(0x8000_0006).ecx >> 16) as usize;
+    (kib > 0).then_some(kib << 10)
+}
+
 /// Size of the last-level cache from CPUID leaf 4 (Intel), if reported.
 pub fn llc_bytes() -> Option<usize> {
     let mut best = None;
@@ -598,6 +608,26 @@ pub(crate) unsafe fn widen_f16_avx512(dst: &mut [f32], src: &[u8]) {
 pub(crate) unsafe fn widen_f16_avx2(dst: &mut [f32], src: &[u8]) {
     // SAFETY: the features are enabled (caller); the lengths are the caller's.
     unsafe { super::widen_f16_with(Avx2::new_unchecked(), dst, src) }
+}
+
+/// [`super::f32_to_bf16`] with AVX-512 stores (AVX512-BF16 where the CPU has it).
+///
+/// # Safety
+/// As [`super::f32_to_bf16`], on a CPU with AVX-512 F, BW, VL, DQ, AVX2 and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
+pub(crate) unsafe fn f32_to_bf16_avx512(dst: *mut u8, x: &[f32]) {
+    // SAFETY: the features are enabled (caller); the buffers are the caller's.
+    unsafe { super::f32_to_bf16_with(Avx512::new_unchecked(), dst, x) }
+}
+
+/// [`super::f32_to_bf16`] with AVX2 stores.
+///
+/// # Safety
+/// As [`super::f32_to_bf16`], on a CPU with AVX2 and F16C.
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn f32_to_bf16_avx2(dst: *mut u8, x: &[f32]) {
+    // SAFETY: the features are enabled (caller); the buffers are the caller's.
+    unsafe { super::f32_to_bf16_with(Avx2::new_unchecked(), dst, x) }
 }
 
 /// [`super::f32_to_f16`] with AVX2 + F16C stores.
@@ -1135,6 +1165,46 @@ mod tests {
                 for (i, v) in x.iter().enumerate() {
                     let got = u16::from_le_bytes([dst[off + 2 * i], dst[off + 2 * i + 1]]);
                     let want = half::f16::from_f32(*v).to_bits();
+                    assert_eq!(got, want, "{name} off {off} of {:#010x}", v.to_bits());
+                }
+                assert!(
+                    dst[..off].iter().all(|&b| b == 0xaa),
+                    "{name}: wrote before"
+                );
+                let end = off + 2 * len;
+                assert!(dst[end..].iter().all(|&b| b == 0xaa), "{name}: wrote after");
+            }
+        }
+    }
+
+    /// Every ISA's f32 -> bf16 block conversion equals `half` near every bf16
+    /// pattern and at every tie, into unaligned dst with odd lengths, and writes
+    /// nothing else.
+    #[test]
+    fn bf16_blocks_match_half_at_any_alignment() {
+        type ConvertFn = unsafe fn(*mut u8, &[f32]);
+        let xs = bf16_inputs();
+        let mut fns: Vec<(&str, ConvertFn)> = vec![("dispatch", super::super::f32_to_bf16)];
+        for (isa, f) in [
+            (Isa::Avx2, f32_to_bf16_avx2 as ConvertFn),
+            (Isa::Avx512, f32_to_bf16_avx512),
+        ] {
+            if isa.available() {
+                fns.push((isa.name(), f));
+            } else {
+                eprintln!("SKIPPED: f32_to_bf16 {}: not on this CPU", isa.name());
+            }
+        }
+        for (name, f) in fns {
+            let n = xs.len();
+            for (off, len) in [(0, n), (1, n - 7), (2, n - 33), (34, 100), (3, 5), (0, 0)] {
+                let x = &xs[..len];
+                let mut dst = vec![0xaau8; 2 * len + off + 8];
+                // SAFETY: dst holds off + 2 * len bytes; the ISA was checked above.
+                unsafe { f(dst.as_mut_ptr().add(off), x) };
+                for (i, v) in x.iter().enumerate() {
+                    let got = u16::from_le_bytes([dst[off + 2 * i], dst[off + 2 * i + 1]]);
+                    let want = half::bf16::from_f32(*v).to_bits();
                     assert_eq!(got, want, "{name} off {off} of {:#010x}", v.to_bits());
                 }
                 assert!(

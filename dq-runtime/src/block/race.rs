@@ -5,7 +5,7 @@
 //! cache, one thread, on AMD EPYC (Zen 4, AVX-512): opaque runs kept Q4_0, Q5_0 and
 //! Q2_K much faster than open ones, open runs Q4_1, Q5_1 and MXFP4 faster than
 //! opaque ones (BENCHMARKS.md). Each also comes with non-temporal stores for
-//! outputs larger than half the last-level cache, which pay only where writes are
+//! large outputs ([`crate::policy::is_large_output`]), which pay only where writes are
 //! the limit. So
 //! the first large calls of each (type, ISA) take the forms in turn, [`ROUNDS`]
 //! timed calls each, and the fastest by median is kept.

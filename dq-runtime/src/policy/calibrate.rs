@@ -61,7 +61,7 @@ pub fn choose(ns: [u64; 3]) -> StoreStrategy {
 /// Times each strategy on this machine: median ns per 4 MiB window written, in
 /// [`StoreStrategy::ALL`] order.
 pub fn calibrate() -> [u64; 3] {
-    let total = (2 * arch::llc_bytes()).clamp(WINDOWS << 20, 64 << 20);
+    let total = (2 * super::reported_llc()).clamp(WINDOWS << 20, 64 << 20);
     let window = total / WINDOWS;
     let mut buf = vec![0u8; total];
     // Fault every page in, untimed.
@@ -80,8 +80,14 @@ pub fn calibrate() -> [u64; 3] {
     )
 }
 
-/// Fills `dst` with copies of `block` stored as `s` says.
-fn write(s: StoreStrategy, dst: &mut [u8], block: &[u8]) {
+/// Fills `dst` with copies of `block` stored as `s` says, the way the kernels store
+/// a computed block (64-byte lines from a cache-resident block; prefetch
+/// [`PREFETCH_AHEAD`] bytes ahead; non-temporal stores, fenced at the end): what
+/// the calibration times, and `dq bench`'s write roofline.
+///
+/// # Panics
+/// If `block` is empty.
+pub fn write(s: StoreStrategy, dst: &mut [u8], block: &[u8]) {
     for d in dst.chunks_mut(block.len()) {
         let b = &block[..d.len()];
         match s {

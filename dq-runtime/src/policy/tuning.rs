@@ -4,11 +4,12 @@ use core::cell::Cell;
 
 use super::StoreStrategy;
 
-/// How work runs, never what it computes: the store strategy for large outputs,
-/// the size above which an output counts as large, and how parallel work is cut.
-/// Every field left unset follows the process default (`DQ_STORE`, else the
-/// strategy measured on this machine; half the last-level cache; the executor's
-/// probe and split). The bits written are the same whatever it says.
+/// How work runs, never what it computes: the store strategy, the size above
+/// which an output counts as large (its store strategy measured), and how
+/// parallel work is cut. Every field left unset follows the process default
+/// (`DQ_STORE`, else the strategy measured on this machine for large outputs;
+/// the per-core L2 cache; the executor's probe and split). The bits written are
+/// the same whatever it says.
 ///
 /// A call carries one through `dq::Options::with_tuning`, or runs inside
 /// [`Tuning::scope`]; work the call hands to pool threads runs under the same
@@ -17,10 +18,12 @@ use super::StoreStrategy;
 ///
 /// ```
 /// use dq_runtime::policy::{self, StoreStrategy, Tuning};
-/// let t = Tuning::new().with_store(StoreStrategy::NonTemporal).with_large_above(1 << 20);
+/// let t = Tuning::new().with_store(StoreStrategy::NonTemporal);
+/// t.scope(|| assert_eq!(policy::store_for(1 << 20), StoreStrategy::NonTemporal));
+/// let t = Tuning::new().with_large_above(1 << 20);
 /// t.scope(|| {
-///     assert_eq!(policy::store_for(1 << 20), StoreStrategy::Plain);
-///     assert_eq!(policy::store_for((1 << 20) + 1), StoreStrategy::NonTemporal);
+///     assert!(!policy::is_large_output(1 << 20));
+///     assert!(policy::is_large_output((1 << 20) + 1));
 /// });
 /// assert_eq!(Tuning::current(), Tuning::new());
 /// ```
@@ -29,6 +32,7 @@ use super::StoreStrategy;
 pub struct Tuning {
     store: Option<StoreStrategy>,
     large_above: Option<usize>,
+    llc: Option<usize>,
     chunk: Option<usize>,
     split: bool,
     probe: bool,
@@ -45,13 +49,15 @@ impl Tuning {
         Tuning {
             store: None,
             large_above: None,
+            llc: None,
             chunk: None,
             split: false,
             probe: false,
         }
     }
 
-    /// This tuning with large outputs stored as `store` (no per-plan race).
+    /// This tuning with every output stored as `store` (no measurement, no
+    /// per-plan race).
     #[must_use]
     pub fn with_store(self, store: StoreStrategy) -> Self {
         Tuning {
@@ -65,6 +71,18 @@ impl Tuning {
     pub fn with_large_above(self, bytes: usize) -> Self {
         Tuning {
             large_above: Some(bytes),
+            ..self
+        }
+    }
+
+    /// This tuning with the OS reporting a last-level cache of `bytes` (feature
+    /// `testing`): a VM may report its host's (300 MiB on an Emerald Rapids VM),
+    /// which no threshold may trust.
+    #[cfg(any(test, feature = "testing"))]
+    #[must_use]
+    pub fn with_reported_llc(self, bytes: usize) -> Self {
+        Tuning {
+            llc: Some(bytes),
             ..self
         }
     }
@@ -103,7 +121,12 @@ impl Tuning {
         }
     }
 
-    /// The store strategy for large outputs, if this tuning fixes one.
+    /// The last-level cache size this tuning says the OS reports, if set.
+    pub fn reported_llc(&self) -> Option<usize> {
+        self.llc
+    }
+
+    /// The store strategy for every output, if this tuning fixes one.
     pub fn store(&self) -> Option<StoreStrategy> {
         self.store
     }
