@@ -83,7 +83,10 @@ fn rows_in(s: &Setup, work: &Path) -> Result<Vec<Row>, String> {
                 dtype,
                 threads: t,
             };
-            let (amn, dq, bits) = run.timed();
+            let (amn, dq, bits) = match room(work, elements * size) {
+                Ok(()) => run.timed(),
+                Err(e) => (Err(e.clone()), Err(e), Bits::Unchecked),
+            };
             rows.push(Row {
                 kind: "file",
                 case: case.clone(),
@@ -164,6 +167,55 @@ impl Run<'_> {
         }
         (amn.map(median), dq.map(median), bits)
     }
+}
+
+/// Refuses a row whose `out`-byte outputs would not fit: both on the scratch
+/// filesystem, and in memory anamnesis' (it holds every tensor until it writes the
+/// file) beside both files (a tmpfs such as /dev/shm keeps them in memory).
+fn room(work: &Path, out: u64) -> Result<(), String> {
+    let mb = |b: u64| b / 1_000_000;
+    let free = free_bytes(work)?;
+    if free < 2 * out + out / 8 {
+        let (f, o) = (mb(free), mb(2 * out));
+        return Err(format!(
+            "left out: {f} MB free in {}, the outputs take {o} MB",
+            work.display()
+        ));
+    }
+    match mem_available() {
+        Some(avail) if avail < 3 * out + out / 8 => {
+            let (a, o) = (mb(avail), mb(3 * out));
+            Err(format!(
+                "left out: {a} MB of memory available, the row takes {o} MB"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Bytes an unprivileged process may still write on `path`'s filesystem.
+fn free_bytes(path: &Path) -> Result<u64, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: an all-zero `statvfs` is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a live, writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(format!(
+            "{}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// /proc/meminfo's MemAvailable in bytes, where there is one.
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// Seconds `cmd` took; its stderr's last line if it failed.

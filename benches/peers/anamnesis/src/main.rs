@@ -97,7 +97,9 @@ fn run() -> Result<bool, String> {
     let n: usize = args.parse("--elements", 4096 * 4096)?;
     let gb: f64 = args.parse("--model-gb", 1.0)?;
     let model_n: usize = args.parse("--model-elements", n)?;
-    if n == 0 || n % 256 != 0 || n % 4096.min(n) != 0 || model_n % 256 != 0 || model_n == 0 {
+    // Tensors of 4096 columns (fewer below that), K-quant super-blocks of 256.
+    let fits = |n: usize| n > 0 && n.is_multiple_of(256) && n.is_multiple_of(4096.min(n));
+    if !fits(n) || !fits(model_n) {
         return Err(
             "--elements and --model-elements: a positive multiple of 256 (and of 4096 above it)"
                 .into(),
@@ -116,7 +118,13 @@ fn run() -> Result<bool, String> {
         args.parse("--n", 11008)?,
         args.parse("--group", 128)?,
     );
-    if k == 0 || group == 0 || k % group != 0 || k % 8 != 0 || big_n == 0 || big_n % 8 != 0 {
+    if k == 0
+        || group == 0
+        || !k.is_multiple_of(group)
+        || !k.is_multiple_of(8)
+        || big_n == 0
+        || !big_n.is_multiple_of(8)
+    {
         return Err("--k, --n, --group: K a multiple of 8 and of G, N a multiple of 8".into());
     }
     if threads == 0 {

@@ -26,11 +26,11 @@ impl Out for bf16 {
 /// is equal, else where they first differ and how many differ.
 pub fn compare<T: Out>(ours: &[T], theirs: &[u8], at: impl Fn(usize) -> usize) -> Option<String> {
     let size = size_of::<T>();
-    if theirs.len() != ours.len() * size {
+    if theirs.len() != size_of_val(ours) {
         return Some(format!(
             "anamnesis wrote {} bytes, dq {}",
             theirs.len(),
-            ours.len() * size
+            size_of_val(ours)
         ));
     }
     let ours: &[u8] = bytemuck::cast_slice(ours);
