@@ -88,10 +88,13 @@ fi
 # Builds honour CARGO_TARGET_DIR (the binaries are looked up there).
 if [ "${1:-}" = "--anamnesis" ]; then
     shift
+    if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+        export CARGO_TARGET_DIR="$(realpath -m "$CARGO_TARGET_DIR")"
+    fi
     AMN_ROOT="$BUILD/anamnesis-0.7.10"
     if [ ! -x "$AMN_ROOT/bin/amn" ]; then
-        log "installing amn (anamnesis 0.7.10, features cli,gguf) into $AMN_ROOT"
-        cargo install anamnesis --version =0.7.10 --features cli,gguf --root "$AMN_ROOT" >&2
+        log "installing amn (anamnesis 0.7.10, features cli,gguf, its own lock file) into $AMN_ROOT"
+        cargo install anamnesis --version =0.7.10 --features cli,gguf --locked --root "$AMN_ROOT" >&2
     fi
     log "building dq (release) and the anamnesis peer (benches/peers/anamnesis, release)"
     (cd "$ROOT" && cargo build --release -p dq >&2)

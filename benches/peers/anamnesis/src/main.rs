@@ -237,7 +237,7 @@ fn file_rows(
     header.push(format!(
         "whole files: `amn remember --to DTYPE --threads T` vs `dq convert --dtype DTYPE --threads T` \
          (backend auto), median of {runs} alternated runs, outputs in {}; GB/s = (file + output \
-         bytes) / median",
+         bytes) / median; bits: the tensors stored as blocks (amn keeps a float tensor's dtype)",
         setup.scratch.display()
     ));
     rows.extend(files::rows(&setup)?);
