@@ -8,6 +8,7 @@
 //! (see `USAGE` below for every option). Both tools build as a crates.io user gets
 //! them (no `-C target-cpu`); `RUSTFLAGS` reaches both builds alike.
 
+mod args;
 mod files;
 mod gguf;
 mod linears;
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use args::Args;
 use report::{Bits, Row};
 use timing::Memcpy;
 
@@ -54,134 +56,145 @@ fn main() -> ExitCode {
     }
 }
 
-/// The command line: `--flag value` pairs and bare switches.
-struct Args(Vec<String>);
-
-impl Args {
-    fn value(&self, name: &str) -> Result<Option<&str>, String> {
-        match self.0.iter().position(|a| a == name) {
-            None => Ok(None),
-            Some(i) => self
-                .0
-                .get(i + 1)
-                .map(|v| Some(v.as_str()))
-                .ok_or(format!("{name} needs a value\n{USAGE}")),
-        }
-    }
-
-    fn parse<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
-        self.value(name)?.map_or(Ok(default), |v| {
-            v.parse()
-                .map_err(|_| format!("{name}: not a valid value: {v}"))
-        })
-    }
-
-    fn list(&self, name: &str) -> Result<Option<Vec<String>>, String> {
-        Ok(self
-            .value(name)?
-            .map(|v| v.split(',').map(str::to_owned).collect()))
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.0.iter().any(|a| a == name)
-    }
+/// Limits shared by the in-process sections.
+struct Common {
+    min_time: Duration,
+    huge: bool,
+    threads: usize,
 }
 
 /// Runs the rows and prints them: whether every checked row had equal bits.
 fn run() -> Result<bool, String> {
-    let args = Args(std::env::args().skip(1).collect());
+    let args = Args::new(std::env::args().skip(1).collect())?;
     if args.has("--help") || args.has("-h") {
         println!("{USAGE}");
         return Ok(true);
     }
-    let n: usize = args.parse("--elements", 4096 * 4096)?;
+    let n = elements(&args, "--elements", 4096 * 4096)?;
+    let model_n = elements(&args, "--model-elements", n)?;
     let gb: f64 = args.parse("--model-gb", 1.0)?;
-    let model_n: usize = args.parse("--model-elements", n)?;
-    // Tensors of 4096 columns (fewer below that), K-quant super-blocks of 256.
-    let fits = |n: usize| n > 0 && n.is_multiple_of(256) && n.is_multiple_of(4096.min(n));
-    if !fits(n) || !fits(model_n) {
-        return Err(
-            "--elements and --model-elements: a positive multiple of 256 (and of 4096 above it)"
-                .into(),
-        );
-    }
-    if let Some(path) = args.value("--write-model")? {
+    if let Some(path) = args.value("--write-model") {
         files::write_model(path.as_ref(), gb, model_n).map_err(|e| format!("{path}: {e}"))?;
         println!("wrote {path}");
         return Ok(true);
     }
-    let min_time = Duration::from_secs_f64(args.parse("--min-time", 0.3)?);
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let threads: usize = args.parse("--threads", cores)?;
-    let (k, big_n, group): (usize, usize, usize) = (
-        args.parse("--k", 4096)?,
-        args.parse("--n", 11008)?,
-        args.parse("--group", 128)?,
-    );
-    if k == 0
-        || group == 0
-        || !k.is_multiple_of(group)
-        || !k.is_multiple_of(8)
-        || big_n == 0
-        || !big_n.is_multiple_of(8)
-    {
-        return Err("--k, --n, --group: K a multiple of 8 and of G, N a multiple of 8".into());
-    }
-    if threads == 0 {
+    let common = Common {
+        min_time: Duration::from_secs_f64(args.parse("--min-time", 0.3)?),
+        huge: !args.has("--base-pages"),
+        threads: args.parse("--threads", cores)?,
+    };
+    if common.threads == 0 {
         return Err("--threads must be at least 1".into());
     }
-    let skip = args.list("--skip")?.unwrap_or_default();
-    let huge = !args.has("--base-pages");
-    let mut header = header(min_time, threads);
-    let mut rows: Vec<Row> = Vec::new();
-
+    let skip = args.list("--skip").unwrap_or_default();
+    if let Some(s) = skip
+        .iter()
+        .find(|s| !["gguf", "linear", "file"].contains(&s.as_str()))
+    {
+        return Err(format!("--skip: {s} is none of gguf, linear, file"));
+    }
     let want = |s: &str| !skip.iter().any(|x| x == s);
-    let mut memcpy_bytes = 0;
+    let shape = linear_shape(&args)?;
+    let mut header = header(&common);
+    let mut rows: Vec<Row> = Vec::new();
+    let gguf_out = if want("gguf") { n * 4 } else { 0 };
+    let linear_out = if want("linear") {
+        shape.0 * shape.1 * 4
+    } else {
+        0
+    };
+    let mut memcpy = Memcpy::new(gguf_out.max(linear_out), common.huge);
     if want("gguf") {
-        memcpy_bytes = n * 4;
+        rows.extend(gguf_rows(&args, n, &common, &mut memcpy, &mut header));
     }
     if want("linear") {
-        memcpy_bytes = memcpy_bytes.max(k * big_n * 4);
-    }
-    let mut memcpy = Memcpy::new(memcpy_bytes, huge);
-    if want("gguf") {
-        let (_, dq_only) = gguf::common_types();
-        header.push(format!(
-            "GGUF: {n} elements per tensor; types dq reads that anamnesis does not dequantize: {}",
-            dq_only.join(", ")
-        ));
-        let setup = gguf::Setup {
-            n,
-            min_time,
-            huge,
-            threads,
-            only: args.list("--types")?,
-        };
-        rows.extend(gguf::rows(&setup, &mut memcpy));
-    }
-    if want("linear") {
-        header.push(
-            "linears: anamnesis' dequantize_gptq/dequantize_awq return a new Vec per call (its times \
-             include allocating it) and write [K, N]; dq writes [N, K] into a reused buffer"
-                .into(),
-        );
-        let setup = linears::Setup {
-            k,
-            n: big_n,
-            group,
-            min_time,
-            huge,
-            threads,
-        };
-        let dir = std::env::temp_dir().join(format!("dq-peer-anamnesis-{}", std::process::id()));
-        let result = linears::rows(&setup, &dir, &mut memcpy);
-        let _ = std::fs::remove_dir_all(&dir);
-        rows.extend(result?);
+        rows.extend(linear_rows(shape, &common, &mut memcpy, &mut header)?);
     }
     drop(memcpy);
     if want("file") {
         file_rows(&args, gb, model_n, &mut header, &mut rows)?;
     }
+    Ok(print(&args, header, &rows))
+}
+
+/// `name`'s element count: tensors of 4096 columns (fewer below that), made of
+/// K-quant super-blocks of 256.
+fn elements(args: &Args, name: &str, default: usize) -> Result<usize, String> {
+    let n: usize = args.parse(name, default)?;
+    if n > 0 && n.is_multiple_of(256) && n.is_multiple_of(4096.min(n)) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "{name}: a positive multiple of 256 (and of 4096 above it)"
+        ))
+    }
+}
+
+/// The linears' (K, N, group).
+fn linear_shape(args: &Args) -> Result<(usize, usize, usize), String> {
+    let (k, n, g): (usize, usize, usize) = (
+        args.parse("--k", 4096)?,
+        args.parse("--n", 11008)?,
+        args.parse("--group", 128)?,
+    );
+    let ok = |x: usize, m: usize| x > 0 && m > 0 && x.is_multiple_of(m);
+    if ok(k, 8) && ok(k, g) && ok(n, 8) {
+        Ok((k, n, g))
+    } else {
+        Err("--k, --n, --group: K a multiple of 8 and of G, N a multiple of 8".into())
+    }
+}
+
+fn gguf_rows(
+    args: &Args,
+    n: usize,
+    c: &Common,
+    memcpy: &mut Memcpy,
+    header: &mut Vec<String>,
+) -> Vec<Row> {
+    let (_, dq_only) = gguf::common_types();
+    header.push(format!(
+        "GGUF: {n} elements per tensor; types dq reads that anamnesis does not dequantize: {}",
+        dq_only.join(", ")
+    ));
+    let setup = gguf::Setup {
+        n,
+        min_time: c.min_time,
+        huge: c.huge,
+        threads: c.threads,
+        only: args.list("--types"),
+    };
+    gguf::rows(&setup, memcpy)
+}
+
+fn linear_rows(
+    (k, n, group): (usize, usize, usize),
+    c: &Common,
+    memcpy: &mut Memcpy,
+    header: &mut Vec<String>,
+) -> Result<Vec<Row>, String> {
+    header.push(
+        "linears: anamnesis' dequantize_gptq/dequantize_awq return a new Vec per call (its times \
+         include allocating it) and write [K, N]; dq writes [N, K] into a reused buffer"
+            .into(),
+    );
+    let setup = linears::Setup {
+        k,
+        n,
+        group,
+        min_time: c.min_time,
+        huge: c.huge,
+        threads: c.threads,
+    };
+    let dir = std::env::temp_dir().join(format!("dq-peer-anamnesis-{}", std::process::id()));
+    let result = linears::rows(&setup, &dir, memcpy);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Prints the table or JSON, a MISMATCH line first where rows differ: whether none did.
+fn print(args: &Args, mut header: Vec<String>, rows: &[Row]) -> bool {
     let mismatches = rows
         .iter()
         .filter(|r| matches!(r.bits, Bits::Mismatch(_)))
@@ -194,11 +207,11 @@ fn run() -> Result<bool, String> {
         eprintln!("dq-peer-anamnesis: MISMATCH in {mismatches} rows (see the bits column)");
     }
     if args.has("--json") {
-        report::json(&header, &rows);
+        report::json(&header, rows);
     } else {
-        report::table(&header, &rows);
+        report::table(&header, rows);
     }
-    Ok(mismatches == 0)
+    mismatches == 0
 }
 
 fn file_rows(
@@ -208,12 +221,12 @@ fn file_rows(
     header: &mut Vec<String>,
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
-    let (Some(amn), Some(dq)) = (args.value("--amn")?, args.value("--dq")?) else {
+    let (Some(amn), Some(dq)) = (args.value("--amn"), args.value("--dq")) else {
         header.push("whole files: left out (give --amn and --dq)".into());
         return Ok(());
     };
     let threads = args
-        .list("--file-threads")?
+        .list("--file-threads")
         .unwrap_or(vec!["1".into(), "2".into()]);
     let threads = threads
         .iter()
@@ -227,12 +240,12 @@ fn file_rows(
     let setup = files::Setup {
         amn: amn.into(),
         dq: dq.into(),
-        model: args.value("--model")?.map(PathBuf::from),
+        model: args.value("--model").map(PathBuf::from),
         gb,
         n,
         threads,
         runs,
-        scratch: args.value("--scratch")?.unwrap_or("/dev/shm").into(),
+        scratch: args.value("--scratch").unwrap_or("/dev/shm").into(),
     };
     header.push(format!(
         "whole files: `amn remember --to DTYPE --threads T` vs `dq convert --dtype DTYPE --threads T` \
@@ -244,7 +257,8 @@ fn file_rows(
     Ok(())
 }
 
-fn header(min_time: Duration, threads: usize) -> Vec<String> {
+fn header(c: &Common) -> Vec<String> {
+    let (min_time, threads) = (c.min_time, c.threads);
     vec![
         format!("anamnesis 0.7.10 vs dq; CPU: {}", cpu_model()),
         format!(
