@@ -8,6 +8,8 @@
 #   bash benches/peers/run.sh --gguf [--json] [--min-time S]
 # NumPy's unpack-and-dequantize of GPTQ/AWQ 4-bit linears (checkpoints_numpy.py):
 #   bash benches/peers/run.sh --checkpoints [--k K] [--n N] [--group G] [--json]
+# anamnesis 0.7.10 (its own crate, benches/peers/anamnesis; `amn` installed under build/):
+#   bash benches/peers/run.sh --anamnesis [--json] [--min-time S] [dq-peer-anamnesis --help]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -80,6 +82,26 @@ if [ "${1:-}" = "--gguf" ]; then
     log "building the candle peer (benches/peers/candle, release)"
     cargo build --release --manifest-path "$HERE/candle/Cargo.toml" >&2
     exec "$HERE/candle/target/release/dq-peer-candle" "$@"
+fi
+
+# `--anamnesis`: the anamnesis peer: GGUF types, GPTQ/AWQ linears, whole files.
+# Builds honour CARGO_TARGET_DIR (the binaries are looked up there).
+if [ "${1:-}" = "--anamnesis" ]; then
+    shift
+    if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+        export CARGO_TARGET_DIR="$(realpath -m "$CARGO_TARGET_DIR")"
+    fi
+    AMN_ROOT="$BUILD/anamnesis-0.7.10"
+    if [ ! -x "$AMN_ROOT/bin/amn" ]; then
+        log "installing amn (anamnesis 0.7.10, features cli,gguf, its own lock file) into $AMN_ROOT"
+        cargo install anamnesis --version =0.7.10 --features cli,gguf --locked --root "$AMN_ROOT" >&2
+    fi
+    log "building dq (release) and the anamnesis peer (benches/peers/anamnesis, release)"
+    (cd "$ROOT" && cargo build --release -p dq >&2)
+    cargo build --release --manifest-path "$HERE/anamnesis/Cargo.toml" >&2
+    DQ_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/dq"
+    PEER_BIN="${CARGO_TARGET_DIR:-$HERE/anamnesis/target}/release/dq-peer-anamnesis"
+    exec "$PEER_BIN" --amn "$AMN_ROOT/bin/amn" --dq "$DQ_BIN" "$@"
 fi
 
 setup_venv
