@@ -22,6 +22,7 @@ mod model_file;
 mod run;
 mod source;
 mod text;
+mod unsupported;
 
 use std::process::ExitCode;
 
