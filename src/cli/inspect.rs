@@ -97,7 +97,10 @@ fn print_text(path: &std::path::Path, f: &Gguf) {
     println!("\n{ok} of {total} tensors of supported types");
     let blocked = unsupported_types(f);
     if !blocked.is_empty() {
-        println!("unsupported types: {}", unsupported::summary(&blocked, false));
+        println!(
+            "unsupported types: {}",
+            unsupported::summary(&blocked, false)
+        );
     }
 }
 

@@ -100,14 +100,13 @@ impl Source {
                 Gguf::map_part(path)
             }
         };
-        gguf.map(Source::Gguf)
-            .map_err(|e| match e {
-                GgufError::Io { source, .. } => io(source),
-                source => SourceError::Gguf {
-                    path: path.to_owned(),
-                    source,
-                },
-            })
+        gguf.map(Source::Gguf).map_err(|e| match e {
+            GgufError::Io { source, .. } => io(source),
+            source => SourceError::Gguf {
+                path: path.to_owned(),
+                source,
+            },
+        })
     }
 
     /// `gguf` or the HuggingFace quantization method (`hf` when none).

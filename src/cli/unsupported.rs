@@ -49,7 +49,10 @@ mod tests {
     fn counts_by_type_in_order() {
         let tensors = [("a", "IQ2_XXS"), ("b", "id 4"), ("c", "IQ2_XXS")];
         let counts = count(tensors.map(|(n, t)| (n, t.to_owned())));
-        assert_eq!(summary(&counts, false), "IQ2_XXS (2 tensors), id 4 (1 tensor)");
+        assert_eq!(
+            summary(&counts, false),
+            "IQ2_XXS (2 tensors), id 4 (1 tensor)"
+        );
         assert_eq!(
             summary(&counts, true),
             "IQ2_XXS (2 tensors, first a), id 4 (1 tensor, first b)"

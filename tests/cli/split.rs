@@ -40,7 +40,10 @@ fn any_part_converts_to_the_unsplit_models_bytes() {
         for backend in ["auto", "reference"] {
             let args = ["--dtype", dtype, "--backend", backend];
             let whole = convert(&split_dir().join("model.gguf"), &args);
-            let names = safetensors::SafeTensors::deserialize(&whole).unwrap().names().len();
+            let names = safetensors::SafeTensors::deserialize(&whole)
+                .unwrap()
+                .names()
+                .len();
             assert_eq!(names, 7);
             for p in [part("model", 1), part("model", 3), part("lean", 2)] {
                 assert!(convert(&p, &args) == whole, "{} {args:?}", p.display());
@@ -51,7 +54,14 @@ fn any_part_converts_to_the_unsplit_models_bytes() {
 
 #[test]
 fn model_runs_and_verifies_the_whole_set() {
-    let o = dq(&["model", s(&part("lean", 3)), "--verify", "--json", "--threads", "2"]);
+    let o = dq(&[
+        "model",
+        s(&part("lean", 3)),
+        "--verify",
+        "--json",
+        "--threads",
+        "2",
+    ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["tensors"], 7);
@@ -72,8 +82,14 @@ fn inspect_shows_the_set_or_one_part() {
         "{out}"
     );
     assert!(out.contains("general.name"), "part 1's metadata: {out}");
-    let row = out.lines().find(|l| l.starts_with("output.weight")).unwrap();
-    assert!(row.contains("BF16") && row.ends_with("yes        3"), "{row}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("output.weight"))
+        .unwrap();
+    assert!(
+        row.contains("BF16") && row.ends_with("yes        3"),
+        "{row}"
+    );
     assert!(out.contains("7 of 7 tensors of supported types"), "{out}");
     assert!(!out.contains("unsupported types"), "{out}");
 
@@ -160,9 +176,16 @@ fn unsupported_file(dir: &Path) -> (PathBuf, String, String) {
     tensors.push(Tensor::new("b", &[8, 2], 4, Vec::new()));
     tensors.push(Tensor::new("c", &[1], 99, Vec::new()));
     short.extend(["id 4 (2 tensors)".into(), "id 99 (1 tensor)".into()]);
-    long.extend(["id 4 (2 tensors, first a)".into(), "id 99 (1 tensor, first c)".into()]);
+    long.extend([
+        "id 4 (2 tensors, first a)".into(),
+        "id 99 (1 tensor, first c)".into(),
+    ]);
     let path = dir.join("u.gguf");
-    fs::write(&path, files::gguf(&[Kv::string("general.architecture", "x")], &tensors)).unwrap();
+    fs::write(
+        &path,
+        files::gguf(&[Kv::string("general.architecture", "x")], &tensors),
+    )
+    .unwrap();
     (path, short.join(", "), long.join(", "))
 }
 
@@ -173,7 +196,10 @@ fn unsupported_types_are_named_by_inspect_and_convert() {
     let o = dq(&["inspect", s(&path)]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains(&format!("\nunsupported types: {short}\n")), "{out}");
+    assert!(
+        out.contains(&format!("\nunsupported types: {short}\n")),
+        "{out}"
+    );
     let row = out.lines().find(|l| l.starts_with("c ")).unwrap();
     assert!(row.contains("id 99") && row.ends_with("no"), "{row}");
 
@@ -195,5 +221,9 @@ fn unsupported_types_are_named_by_inspect_and_convert() {
     assert!(!out.exists());
     let o = dq(&["convert", s(&path), s(&out), "--skip-unsupported"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("1 tensors ("), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("1 tensors ("),
+        "{}",
+        text(&o.stdout)
+    );
 }

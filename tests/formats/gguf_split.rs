@@ -84,7 +84,11 @@ fn a_set_dequantizes_as_the_unsplit_model() {
             one.dequantize(u, &mut b, &opts).unwrap();
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&a), bits(&b), "{} on {backend}", t.name());
-            assert!(a.iter().any(|x| *x != 0.0), "{}: decodes to numbers", t.name());
+            assert!(
+                a.iter().any(|x| *x != 0.0),
+                "{}: decodes to numbers",
+                t.name()
+            );
         }
     }
 }
@@ -98,7 +102,11 @@ fn a_part_reads_alone_on_request() {
     let names: Vec<&str> = p.tensors().iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["blk.0.ffn_down.weight", "blk.0.ffn_up.weight", "blk.0.ffn_norm.weight"]
+        [
+            "blk.0.ffn_down.weight",
+            "blk.0.ffn_up.weight",
+            "blk.0.ffn_norm.weight"
+        ]
     );
     assert!(p.tensors().iter().all(|t| t.part() == 0));
     // Parts after the first hold the split keys only.
@@ -175,7 +183,11 @@ fn missing_and_foreign_parts_are_errors() {
         "{e}"
     );
     // A part of a 4-part set, or of another place, named as part 2 of 3.
-    for (key, v) in [("split.count", 4), ("split.no", 0), ("split.tensors.count", 8)] {
+    for (key, v) in [
+        ("split.count", 4),
+        ("split.no", 0),
+        ("split.tensors.count", 8),
+    ] {
         let width = if key == "split.tensors.count" { 4 } else { 2 };
         let dir = copy_set(NAMES, |k, b| {
             if k == 2 {
@@ -184,16 +196,34 @@ fn missing_and_foreign_parts_are_errors() {
         });
         let e = open_err(dir.path(), NAMES[0].unwrap());
         assert!(
-            matches!(&e, GgufError::ForeignPart { part: 2, count: 3, tensors: 7, .. }),
+            matches!(
+                &e,
+                GgufError::ForeignPart {
+                    part: 2,
+                    count: 3,
+                    tensors: 7,
+                    ..
+                }
+            ),
             "{key}: {e}"
         );
-        assert!(e.to_string().contains("belongs to another split set"), "{e}");
+        assert!(
+            e.to_string().contains("belongs to another split set"),
+            "{e}"
+        );
     }
     // A split.tensors.count that every part agrees on but the parts do not hold.
     let dir = copy_set(NAMES, |_, b| set_key(b, "split.tensors.count", 9, 4));
     let e = open_err(dir.path(), NAMES[1].unwrap());
     assert!(
-        matches!(e, GgufError::SplitTensorCount { expected: 9, found: 7, count: 3 }),
+        matches!(
+            e,
+            GgufError::SplitTensorCount {
+                expected: 9,
+                found: 7,
+                count: 3
+            }
+        ),
         "{e}"
     );
     // A part that is not a valid GGUF file.
@@ -236,11 +266,20 @@ fn forged_split_keys_are_errors() {
     });
     let e = open_err(dir.path(), NAMES[0].unwrap());
     assert!(
-        matches!(e, GgufError::SplitKeyType { key: "split.count", found: "i16" }),
+        matches!(
+            e,
+            GgufError::SplitKeyType {
+                key: "split.count",
+                found: "i16"
+            }
+        ),
         "{e}"
     );
     // split.no and split.tensors.count missing (their keys renamed).
-    for (key, renamed) in [("split.no", "split.nX"), ("split.tensors.count", "split.tensors.couns")] {
+    for (key, renamed) in [
+        ("split.no", "split.nX"),
+        ("split.tensors.count", "split.tensors.couns"),
+    ] {
         let dir = copy_set(NAMES, |k, b| {
             if k == 1 {
                 let at = key_at(b, key) - key.len();
@@ -282,7 +321,11 @@ fn parts_in_memory_must_be_in_order_and_complete() {
     ));
     assert!(matches!(
         Gguf::from_parts(refs(&[0, 1])),
-        Err(GgufError::ForeignPart { part: 1, count: 2, .. })
+        Err(GgufError::ForeignPart {
+            part: 1,
+            count: 2,
+            ..
+        })
     ));
     assert!(matches!(
         Gguf::from_parts(Vec::<&[u8]>::new()),
@@ -292,7 +335,14 @@ fn parts_in_memory_must_be_in_order_and_complete() {
     cut[1] = &bytes[1][..100];
     assert!(matches!(
         Gguf::from_parts(cut),
-        Err(GgufError::SplitPart { part: 2, path: None, .. })
+        Err(GgufError::SplitPart {
+            part: 2,
+            path: None,
+            ..
+        })
     ));
-    assert_eq!(Gguf::from_parts(refs(&[0, 1, 2])).unwrap().tensors().len(), 7);
+    assert_eq!(
+        Gguf::from_parts(refs(&[0, 1, 2])).unwrap().tensors().len(),
+        7
+    );
 }

@@ -96,8 +96,13 @@ pub fn set_paths(path: &Path, count: u16) -> Option<(u32, Vec<PathBuf>)> {
     let name = path.file_name()?.to_str()?;
     let rest = name.strip_suffix(&format!("-of-{count:05}.gguf"))?;
     let (stem, digits) = rest.split_at_checked(rest.len().checked_sub(6)?)?;
-    let digits = digits.strip_prefix('-').filter(|d| d.bytes().all(|b| b.is_ascii_digit()))?;
-    let part = digits.parse().ok().filter(|k| (1..=u32::from(count)).contains(k))?;
+    let digits = digits
+        .strip_prefix('-')
+        .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))?;
+    let part = digits
+        .parse()
+        .ok()
+        .filter(|k| (1..=u32::from(count)).contains(k))?;
     let paths = (1..=u32::from(count))
         .map(|k| path.with_file_name(part_name(stem, k, count)))
         .collect();
@@ -202,15 +207,30 @@ mod tests {
             ]
         );
         // The name must say this very part of this very count.
-        for bad in ["x-00001-of-00003.gguf", "x-00002-of-00004.gguf", "x-2-of-3.gguf", "x.gguf"] {
+        for bad in [
+            "x-00001-of-00003.gguf",
+            "x-00002-of-00004.gguf",
+            "x-2-of-3.gguf",
+            "x.gguf",
+        ] {
             assert_eq!(part_paths(Path::new(bad), s), None, "{bad}");
         }
         assert_eq!(part_name("a-b", 12, 345), "a-b-00012-of-00345.gguf");
         let (part, paths) = set_paths(Path::new("a-b-00003-of-00003.gguf"), 3).unwrap();
-        assert_eq!((part, paths[0].to_str()), (3, Some("a-b-00001-of-00003.gguf")));
-        for bad in ["x-00000-of-00003.gguf", "x-00004-of-00003.gguf", "x-0000a-of-00003.gguf"] {
+        assert_eq!(
+            (part, paths[0].to_str()),
+            (3, Some("a-b-00001-of-00003.gguf"))
+        );
+        for bad in [
+            "x-00000-of-00003.gguf",
+            "x-00004-of-00003.gguf",
+            "x-0000a-of-00003.gguf",
+        ] {
             assert_eq!(set_paths(Path::new(bad), 3), None, "{bad}");
         }
-        assert_eq!(set_paths(Path::new("-00001-of-00003.gguf"), 3).unwrap().0, 1);
+        assert_eq!(
+            set_paths(Path::new("-00001-of-00003.gguf"), 3).unwrap().0,
+            1
+        );
     }
 }

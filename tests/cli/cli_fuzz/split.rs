@@ -38,7 +38,13 @@ enum Mutation {
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
-    let value = prop_oneof![0u64..5, Just(65535), Just(u64::MAX), Just(1 << 31), any::<u64>()];
+    let value = prop_oneof![
+        0u64..5,
+        Just(65535),
+        Just(u64::MAX),
+        Just(1 << 31),
+        any::<u64>()
+    ];
     prop_oneof![
         4 => (0usize..3, 0usize..3, value).prop_map(|(p, k, v)| Mutation::Key(p, k, v)),
         1 => (0usize..3, 0usize..3, 0u32..14).prop_map(|(p, k, t)| Mutation::KeyType(p, k, t)),
