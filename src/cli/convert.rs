@@ -26,6 +26,7 @@ use super::cleanup::{self, TempFile};
 use super::limits::{self, LimitError};
 use super::source::{Item, ItemError, Kind, Source, SourceError};
 use super::text::escape;
+use super::unsupported;
 
 /// The temporary file's name: `.dq-convert-<pid>-<random>.tmp`.
 const TEMP_PREFIX: &str = ".dq-convert-";
@@ -113,6 +114,17 @@ pub enum ConvertError {
         source: ItemError,
         /// How to go on, if there is a way.
         hint: &'static str,
+    },
+    /// Tensors of GGUF types dq does not decode (without `--skip-unsupported`).
+    #[error(
+        "{path}: unsupported GGUF types block the conversion: {types} (--skip-unsupported leaves them out)",
+        path = path.display()
+    )]
+    Blocked {
+        /// The input.
+        path: PathBuf,
+        /// Each type with its tensor count and first tensor.
+        types: String,
     },
     /// Two output tensors of the same name.
     #[error("{path}: two output tensors are named {name}", path = path.display())]
@@ -248,6 +260,17 @@ fn select<'a>(
     opts: &Options,
     skip: bool,
 ) -> Result<Selected<'a>, ConvertError> {
+    let blocked = (items.iter()).filter_map(|i| match &i.kind {
+        Kind::Unsupported(ty) => Some((i.name.as_str(), ty.clone())),
+        _ => None,
+    });
+    let blocked = unsupported::count(blocked);
+    if !skip && !blocked.is_empty() {
+        return Err(ConvertError::Blocked {
+            path: input.to_owned(),
+            types: unsupported::summary(&blocked, true),
+        });
+    }
     let mut kept = Vec::with_capacity(items.len());
     let mut skipped = Vec::new();
     let mut names = BTreeSet::new();

@@ -1,16 +1,19 @@
-//! `dq inspect FILE`: what a GGUF file holds — a metadata summary and a table of
-//! tensors (name, type, shape, bytes, supported) — or what a HuggingFace checkpoint
-//! holds — its quantized linears (name, scheme, bits, group, shape) and other
-//! tensors — as text or JSON.
+//! `dq inspect FILE`: what a GGUF file holds — a metadata summary, a table of
+//! tensors (name, type, shape, bytes, supported, and the part of a split set) and
+//! the unsupported types by tensor count — or what a HuggingFace checkpoint holds —
+//! its quantized linears (name, scheme, bits, group, shape) and other tensors — as
+//! text or JSON. Any part of a GGUF split set shows the whole set (`--part-only`:
+//! that part alone).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use dq::formats::gguf::{Gguf, MetaValue, TensorInfo};
+use dq::formats::gguf::{Gguf, MetaValue, Split, TensorInfo, split};
 use serde_json::{Value, json};
 
 use super::source::{Source, SourceError};
 use super::text::{self, escape, pad, pad_left};
+use super::unsupported::{self, TypeCount};
 
 /// `dq inspect`.
 #[derive(Debug, Args)]
@@ -20,6 +23,10 @@ pub struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// For a part of a GGUF split set: that part alone (its own metadata and
+    /// tensors), not the whole set.
+    #[arg(long)]
+    pub part_only: bool,
 }
 
 /// Array elements shown before the rest is summarised.
@@ -32,7 +39,12 @@ const STRING_HEAD: usize = 60;
 /// # Errors
 /// An input that cannot be opened or is not a valid GGUF file or checkpoint.
 pub fn inspect(a: &InspectArgs) -> Result<(), SourceError> {
-    match Source::open(&a.file)? {
+    let source = if a.part_only {
+        Source::open_part(&a.file)?
+    } else {
+        Source::open(&a.file)?
+    };
+    match source {
         Source::Gguf(file) if a.json => print_json(&to_json(&a.file, &file)),
         Source::Gguf(file) => print_text(&a.file, &file),
         Source::Hf(ckpt) if a.json => print_json(&super::inspect_hf::to_json(&ckpt)),
@@ -58,6 +70,9 @@ fn print_text(path: &std::path::Path, f: &Gguf) {
         f.alignment(),
         f.data_offset()
     );
+    if let Some(s) = f.split() {
+        println!("{}", split_text(path, f, s));
+    }
     println!();
     println!("metadata:");
     let keys: Vec<(String, MetaValue<'_>)> = f
@@ -74,36 +89,93 @@ fn print_text(path: &std::path::Path, f: &Gguf) {
         );
     }
     println!();
-    let rows: Vec<[String; 5]> = f.tensors().iter().map(tensor_row).collect();
-    let header = ["name", "type", "shape", "bytes", "supported"].map(String::from);
-    let widths: Vec<usize> = (0..5)
-        .map(|c| text::width(rows.iter().chain([&header]).map(|r| r[c].as_str())))
-        .collect();
-    for r in [&header].into_iter().chain(&rows) {
-        println!(
-            "{}  {}  {}  {}  {}",
-            pad(&r[0], widths[0]),
-            pad(&r[1], widths[1]),
-            pad(&r[2], widths[2]),
-            pad_left(&r[3], widths[3]),
-            r[4],
-        );
-    }
+    print_tensors(f);
     let (ok, total) = (
         f.tensors().iter().filter(|t| t.is_supported()).count(),
         f.tensors().len(),
     );
     println!("\n{ok} of {total} tensors of supported types");
+    let blocked = unsupported_types(f);
+    if !blocked.is_empty() {
+        println!(
+            "unsupported types: {}",
+            unsupported::summary(&blocked, false)
+        );
+    }
 }
 
-fn tensor_row(t: &TensorInfo) -> [String; 5] {
+/// The tensor table; a `part` column (from 1) for a split set read whole.
+fn print_tensors(f: &Gguf) {
+    let parts = f.part_count() > 1;
+    let rows: Vec<[String; 6]> = f.tensors().iter().map(tensor_row).collect();
+    let header = ["name", "type", "shape", "bytes", "supported", "part"].map(String::from);
+    let widths: Vec<usize> = (0..6)
+        .map(|c| text::width(rows.iter().chain([&header]).map(|r| r[c].as_str())))
+        .collect();
+    for r in [&header].into_iter().chain(&rows) {
+        let part = if parts {
+            format!("{}  {}", pad(&r[4], widths[4]), r[5])
+        } else {
+            r[4].clone()
+        };
+        println!(
+            "{}  {}  {}  {}  {part}",
+            pad(&r[0], widths[0]),
+            pad(&r[1], widths[1]),
+            pad(&r[2], widths[2]),
+            pad_left(&r[3], widths[3]),
+        );
+    }
+}
+
+fn tensor_row(t: &TensorInfo) -> [String; 6] {
     [
         escape(t.name()).into_owned(),
         t.type_name(),
         format!("{:?}", t.shape()),
         t.byte_size().map_or_else(|| "?".into(), |b| b.to_string()),
         if t.is_supported() { "yes" } else { "no" }.into(),
+        (t.part() + 1).to_string(),
     ]
+}
+
+/// The unsupported types by tensor count.
+fn unsupported_types(f: &Gguf) -> Vec<TypeCount> {
+    let blocked = f.tensors().iter().filter(|t| !t.is_supported());
+    unsupported::count(blocked.map(|t| (t.name(), t.type_name())))
+}
+
+/// The line on a split set: the whole set read (its parts' file names), or one
+/// part read alone.
+fn split_text(path: &std::path::Path, f: &Gguf, s: Split) -> String {
+    if f.part_count() == 1 && s.count > 1 {
+        return format!(
+            "split set: part {} of {}, read alone (its own metadata and {} of the set's {} tensors)",
+            s.part(),
+            s.count,
+            f.tensors().len(),
+            s.tensors
+        );
+    }
+    let names = part_names(path, s).join(", ");
+    format!(
+        "split set: {} parts read whole, metadata from part 1: {}",
+        s.count,
+        escape(&names)
+    )
+}
+
+/// The file names of the parts of the set `path` belongs to (itself alone for a
+/// one-part set).
+fn part_names(path: &std::path::Path, s: Split) -> Vec<String> {
+    let name = |p: &std::path::Path| {
+        p.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    };
+    match split::set_paths(path, s.count) {
+        Some((_, paths)) if s.count > 1 => paths.iter().map(|p| name(p)).collect(),
+        _ => vec![name(path)],
+    }
 }
 
 /// `u32`, `string`, `array[string; 100]`.
@@ -169,7 +241,7 @@ fn to_json(path: &std::path::Path, f: &Gguf) -> Value {
         .tensors()
         .iter()
         .map(|t| {
-            json!({
+            let mut v = json!({
                 "name": t.name(),
                 "type": t.type_name(),
                 "type_id": t.type_id(),
@@ -177,8 +249,16 @@ fn to_json(path: &std::path::Path, f: &Gguf) -> Value {
                 "bytes": t.byte_size(),
                 "offset": t.data_offset(),
                 "supported": t.is_supported(),
-            })
+            });
+            if f.part_count() > 1 {
+                v["part"] = json!(t.part() + 1);
+            }
+            v
         })
+        .collect();
+    let blocked: Vec<Value> = unsupported_types(f)
+        .iter()
+        .map(|c| json!({ "type": c.ty, "tensors": c.tensors }))
         .collect();
     json!({
         "file": path.display().to_string(),
@@ -190,6 +270,21 @@ fn to_json(path: &std::path::Path, f: &Gguf) -> Value {
         "metadata_count": f.metadata_len(),
         "metadata": metadata,
         "tensors": tensors,
+        "unsupported_types": blocked,
+        "split": f.split().map(|s| split_json(path, f, s)),
+    })
+}
+
+/// `{"part": k, "count": n, "tensors": t, "read": "set" | "part", "files": [...]}`:
+/// the part read alone, or the whole set (`part` 1, the parts' file names).
+fn split_json(path: &std::path::Path, f: &Gguf, s: Split) -> Value {
+    let alone = f.part_count() == 1 && s.count > 1;
+    json!({
+        "part": s.part(),
+        "count": s.count,
+        "tensors": s.tensors,
+        "read": if alone { "part" } else { "set" },
+        "files": if alone { Vec::new() } else { part_names(path, s) },
     })
 }
 

@@ -23,6 +23,7 @@ mod roofline;
 mod run;
 mod source;
 mod text;
+mod unsupported;
 
 use std::process::ExitCode;
 

@@ -1,5 +1,6 @@
-//! The input of `dq inspect`, `dq convert` and `dq model FILE`: a GGUF file or a
-//! HuggingFace checkpoint (folder or `.safetensors` file), and the tensors it yields.
+//! The input of `dq inspect`, `dq convert` and `dq model FILE`: a GGUF file (any
+//! part of a split set reads the whole set) or a HuggingFace checkpoint (folder or
+//! `.safetensors` file), and the tensors it yields.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,16 @@ impl Source {
     /// rewritten in place without shrinking is outside `dq`'s contract (README,
     /// "Reliability"), as for every mmap-based reader.
     pub fn open(path: &Path) -> Result<Source, SourceError> {
+        Self::open_as(path, true)
+    }
+
+    /// As [`Source::open`], but a part of a GGUF split set is read alone
+    /// (`Gguf::map_part`).
+    pub fn open_part(path: &Path) -> Result<Source, SourceError> {
+        Self::open_as(path, false)
+    }
+
+    fn open_as(path: &Path, whole: bool) -> Result<Source, SourceError> {
         let io = |source| SourceError::Io {
             path: path.to_owned(),
             source,
@@ -82,15 +93,20 @@ impl Source {
                 });
         }
         // SAFETY: the handler is installed; see "Memory maps" above.
-        unsafe { Gguf::map(path) }
-            .map(Source::Gguf)
-            .map_err(|e| match e {
-                GgufError::Io { source, .. } => io(source),
-                source => SourceError::Gguf {
-                    path: path.to_owned(),
-                    source,
-                },
-            })
+        let gguf = unsafe {
+            if whole {
+                Gguf::map(path)
+            } else {
+                Gguf::map_part(path)
+            }
+        };
+        gguf.map(Source::Gguf).map_err(|e| match e {
+            GgufError::Io { source, .. } => io(source),
+            source => SourceError::Gguf {
+                path: path.to_owned(),
+                source,
+            },
+        })
     }
 
     /// `gguf` or the HuggingFace quantization method (`hf` when none).

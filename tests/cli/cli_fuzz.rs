@@ -16,6 +16,7 @@
 //! through the parsers, `dq inspect` and `dq convert` (`DQ_FILE_FUZZ_CASES`).
 #![cfg(unix)]
 mod headers;
+mod split;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

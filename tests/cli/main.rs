@@ -13,3 +13,4 @@ mod cli_hostile;
 mod convert;
 mod float_cli;
 mod model;
+mod split;

@@ -12,6 +12,7 @@ mod gguf_auto;
 mod gguf_blocks;
 #[cfg(feature = "jit")]
 mod gguf_jit;
+mod gguf_split;
 mod gguf_streamed;
 mod hf_auto;
 mod hf_checkpoints;

@@ -238,6 +238,100 @@ pub enum GgufError {
         /// Elements of output given.
         elements: usize,
     },
+    /// A `split.*` key that is not a non-negative integer.
+    #[error("split key `{key}` must be a non-negative integer, found a {found}")]
+    SplitKeyType {
+        /// The key.
+        key: &'static str,
+        /// The type found.
+        found: &'static str,
+    },
+    /// A `split.count` of more than one part without `split.no` or
+    /// `split.tensors.count`.
+    #[error("split.count {count} without `{key}`")]
+    SplitKeyMissing {
+        /// The key missing.
+        key: &'static str,
+        /// The part count.
+        count: u64,
+    },
+    /// `split.count` outside 1..=65535, or `split.no` not below it.
+    #[error(
+        "split.no {no} and split.count {count} do not name a part (split.no counts from 0 to split.count - 1, split.count from 1 to 65535)"
+    )]
+    SplitRange {
+        /// `split.no` (0 when absent).
+        no: u64,
+        /// `split.count`.
+        count: u64,
+    },
+    /// A part of a split set whose file name does not say where the other parts are.
+    #[error(
+        "part {part} of a {count}-part split set, but its file name is not NAME-{part:05}-of-{count:05}.gguf: the other parts cannot be found"
+    )]
+    SplitName {
+        /// The part's number, from 1.
+        part: u32,
+        /// Parts in the set.
+        count: u16,
+    },
+    /// A part of a split set that cannot be read (missing, most often).
+    #[error("split part {part} of {count}: {path}: {source}", path = path.display())]
+    SplitPartIo {
+        /// The part's number, from 1.
+        part: u32,
+        /// Parts in the set.
+        count: u16,
+        /// Its file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A part of a split set that is not a valid GGUF file.
+    #[error("split part {part} of {count}{}: {source}", in_file(path.as_deref()))]
+    SplitPart {
+        /// The part's number, from 1.
+        part: u32,
+        /// Parts in the set.
+        count: u16,
+        /// Its file (none for bytes in memory).
+        path: Option<PathBuf>,
+        /// What is wrong with it.
+        source: Box<GgufError>,
+    },
+    /// A file in a part's place whose split keys place it elsewhere.
+    #[error(
+        "split part {part} of {count}{} belongs to another split set: it says {found} (expected split.no {no}, split.count {count}, split.tensors.count {tensors})",
+        in_file(path.as_deref()),
+        no = part - 1
+    )]
+    ForeignPart {
+        /// The part's number, from 1.
+        part: u32,
+        /// Parts in the set.
+        count: u16,
+        /// `split.tensors.count` of the set.
+        tensors: u64,
+        /// Its file (none for bytes in memory).
+        path: Option<PathBuf>,
+        /// What its keys say.
+        found: String,
+    },
+    /// Parts of a split set that hold more or fewer tensors than the set says.
+    #[error("split.tensors.count says {expected} tensors, the {count} parts hold {found}")]
+    SplitTensorCount {
+        /// `split.tensors.count`.
+        expected: u64,
+        /// Tensors in the parts.
+        found: u64,
+        /// Parts in the set.
+        count: u16,
+    },
+}
+
+/// ` (PATH)`, or nothing.
+fn in_file(path: Option<&std::path::Path>) -> String {
+    path.map_or_else(String::new, |p| format!(" ({})", p.display()))
 }
 
 /// Results of this module.

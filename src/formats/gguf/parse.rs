@@ -36,6 +36,27 @@ pub(crate) struct Index {
     pub(crate) tensors: Vec<TensorInfo>,
 }
 
+impl Index {
+    /// The metadata entries of `buf` (the bytes this index was read from) in file
+    /// order.
+    pub(crate) fn metadata<'a>(
+        &'a self,
+        buf: &'a [u8],
+    ) -> impl Iterator<Item = (&'a str, MetaValue<'a>)> + 'a {
+        self.kvs.iter().filter_map(move |kv| {
+            let mut cur = Cursor::at(buf, kv.offset);
+            // Read once already when the file was checked: cannot fail here.
+            let value = read_value(&mut cur, kv.ty, &kv.key, 0).ok()?;
+            Some((kv.key.as_str(), value))
+        })
+    }
+
+    /// The value of `key` in `buf` (the bytes this index was read from).
+    pub(crate) fn get<'a>(&'a self, buf: &'a [u8], key: &str) -> Option<MetaValue<'a>> {
+        self.metadata(buf).find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
 /// Reads and checks everything but the tensor data itself.
 pub(crate) fn parse(buf: &[u8]) -> Result<Index> {
     let mut cur = Cursor::at(buf, 0);
@@ -148,6 +169,7 @@ fn tensor_infos(cur: &mut Cursor<'_>, n_tensors: u64) -> Result<Vec<TensorInfo>>
             type_id,
             offset,
             size,
+            part: 0,
         });
     }
     Ok(tensors)

@@ -14,6 +14,8 @@ pub struct TensorInfo {
     pub(crate) type_id: u32,
     pub(crate) offset: u64,
     pub(crate) size: Option<usize>,
+    /// The file of a split set holding the data (0-based; 0 for a single file).
+    pub(crate) part: usize,
 }
 
 impl TensorInfo {
@@ -65,9 +67,15 @@ impl TensorInfo {
         self.size
     }
 
-    /// The data's offset from the start of the data section.
+    /// The data's offset from the start of the data section (of its part's file).
     pub fn data_offset(&self) -> u64 {
         self.offset
+    }
+
+    /// The file of a split set that holds the data: 0-based, in `split.no` order
+    /// (0 for a single file; see [`super::Split`]).
+    pub fn part(&self) -> usize {
+        self.part
     }
 
     /// The `UnsupportedType` error for this tensor.

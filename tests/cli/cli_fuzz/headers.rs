@@ -301,7 +301,7 @@ fn children_max_rss() -> u64 {
 }
 
 /// Checks one run's outcome.
-fn check_run(what: &str, o: &Output, secs: f64) -> Result<(), String> {
+pub(super) fn check_run(what: &str, o: &Output, secs: f64) -> Result<(), String> {
     use std::os::unix::process::ExitStatusExt;
     let err = files::text(&o.stderr);
     for (name, out) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
