@@ -86,7 +86,7 @@ impl Element for bf16 {
 }
 
 /// f32 elements decoded at a time before a 16-bit output converts them.
-const PIECE: usize = 1 << 14;
+const PIECE: usize = 1 << 12;
 
 /// Decodes `units` units of `per_unit` elements each into `out` on up to `threads`
 /// threads (0 is taken as 1). `decode(units, buf)` writes the f32 values of a range
@@ -131,6 +131,10 @@ fn run<T: Element>(
     let stream = policy::store_for(size_of_val(out)) == StoreStrategy::NonTemporal;
     let step = (PIECE / per_unit).max(1);
     let mut buf = vec![0f32; step.min(units) * per_unit];
+    // The f32 buffer is scratch, read back at once: stored plainly whatever the
+    // strategy for the output (`DQ_STORE` or the call's tuning) says.
+    let scratch = policy::Tuning::current().with_store(StoreStrategy::Plain);
+    let _plain = scratch.enter();
     for (i, chunk) in out.chunks_mut(step * per_unit).enumerate() {
         let start = first + i * step;
         let n = chunk.len() / per_unit;
