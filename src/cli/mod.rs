@@ -11,6 +11,7 @@ mod bench;
 mod case;
 mod cleanup;
 mod convert;
+mod folder;
 mod demo;
 mod error;
 mod inspect;

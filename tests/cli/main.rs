@@ -12,4 +12,6 @@ mod cli_fuzz;
 mod cli_hostile;
 mod convert;
 mod float_cli;
+#[cfg(unix)]
+mod folder;
 mod model;
