@@ -59,7 +59,10 @@ fn folder_tensors(dir: &Path) -> Tensors {
     for name in names(dir).iter().filter(|n| n.ends_with(".safetensors")) {
         let bytes = fs::read(dir.join(name)).unwrap();
         let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
-        let format = meta.metadata().as_ref().and_then(|m| m.get("format").cloned());
+        let format = meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("format").cloned());
         assert_eq!(format.as_deref(), Some("pt"), "{name}: __metadata__");
         let st = SafeTensors::deserialize(&bytes).unwrap();
         for (t, view) in st.tensors() {
@@ -85,20 +88,31 @@ fn gguf_matches_transformers(stem: &str) {
     let out = dir.path().join("model");
     let input = fixtures().join(format!("folder/{stem}.gguf"));
     let o = ok(&["convert", s(&input), s(&out)]);
-    assert!(stderr(&o).contains("no tokenizer written"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no tokenizer written"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(names(&out), ["config.json", "model.safetensors"]);
     let got = folder_tensors(&out);
-    let want_bytes = fs::read(fixtures().join(format!("folder/{stem}.expected.safetensors"))).unwrap();
+    let want_bytes =
+        fs::read(fixtures().join(format!("folder/{stem}.expected.safetensors"))).unwrap();
     let want = SafeTensors::deserialize(&want_bytes).unwrap();
-    let want_names: Vec<String> = want.names().into_iter().cloned().collect();
-    let mut want_names = want_names;
+    let mut want_names: Vec<String> = want.names().into_iter().map(str::to_owned).collect();
     want_names.sort();
-    assert_eq!(got.keys().cloned().collect::<Vec<_>>(), want_names, "{stem}: names");
+    assert_eq!(
+        got.keys().cloned().collect::<Vec<_>>(),
+        want_names,
+        "{stem}: names"
+    );
     for (name, (dtype, shape, bytes, _)) in &got {
         let w = want.tensor(name).unwrap();
         assert_eq!(dtype, "F32", "{name}");
         assert_eq!(shape, w.shape(), "{name}: shape");
-        assert!(bytes == w.data(), "{stem}: {name}: bits differ from transformers'");
+        assert!(
+            bytes == w.data(),
+            "{stem}: {name}: bits differ from transformers'"
+        );
     }
     let config = json(&out.join("config.json"));
     let recorded = json(&fixtures().join(format!("folder/{stem}.config.json")));
@@ -165,7 +179,10 @@ fn other_architectures_are_refused_unless_gguf_names_are_kept() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("llama (and mistral), qwen2, qwen3, gemma2, gemma3"), "{err}");
+    assert!(
+        err.contains("llama (and mistral), qwen2, qwen3, gemma2, gemma3"),
+        "{err}"
+    );
     assert!(err.contains("--names gguf"), "{err}");
     assert!(names(dir.path()).is_empty(), "nothing written");
     ok(&["convert", s(&input), s(&out), "--names", "gguf"]);
@@ -213,7 +230,13 @@ fn a_checkpoint_folder_has_its_config_without_quantization_and_its_files() {
     ok(&["convert", s(&ck), s(&out)]);
     assert_eq!(
         names(&out),
-        ["README.md", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]
+        [
+            "README.md",
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "tokenizer.json"
+        ]
     );
     assert_eq!(fs::read(out.join("tokenizer.json")).unwrap(), b"{\"t\": 1}");
     let config = json(&out.join("config.json"));
@@ -231,7 +254,10 @@ fn a_checkpoint_folder_has_its_config_without_quantization_and_its_files() {
         let t = one.tensor(name).unwrap();
         assert_eq!(shape, t.shape());
         assert!(bytes == t.data(), "{name}");
-        assert!(!name.ends_with("qzeros") && !name.ends_with("scales"), "{name}");
+        assert!(
+            !name.ends_with("qzeros") && !name.ends_with("scales"),
+            "{name}"
+        );
     }
 }
 
@@ -250,7 +276,10 @@ fn shards_split_at_max_shard_size_as_huggingface_does() {
     let mut total = 0;
     for (name, (_, _, bytes, file)) in &got {
         assert_eq!(map[name], file.as_str(), "{name}");
-        per_file.entry(file.clone()).or_default().push(bytes.len() as u64);
+        per_file
+            .entry(file.clone())
+            .or_default()
+            .push(bytes.len() as u64);
         total += bytes.len() as u64;
     }
     assert_eq!(index["metadata"]["total_size"], total);
@@ -261,22 +290,32 @@ fn shards_split_at_max_shard_size_as_huggingface_does() {
         assert_eq!(**f, format!("model-{:05}-of-{n:05}.safetensors", i + 1));
         let sizes = &per_file[*f];
         let sum: u64 = sizes.iter().sum();
-        assert!(sum <= max || sizes.len() == 1, "{f}: {sum} bytes in {} tensors", sizes.len());
+        assert!(
+            sum <= max || sizes.len() == 1,
+            "{f}: {sum} bytes in {} tensors",
+            sizes.len()
+        );
     }
     // Greedy: no shard could have taken the next shard's first tensor. The tensors
     // are written in natural name order, so the next shard's first is its smallest name.
     let firsts: Vec<u64> = files
         .iter()
         .map(|f| {
-            let (_, (_, _, b, _)) = got.iter().filter(|(_, v)| &v.3 == *f).min_by(|a, b| {
-                natural(a.0).cmp(&natural(b.0))
-            }).unwrap();
+            let (_, (_, _, b, _)) = got
+                .iter()
+                .filter(|(_, v)| &v.3 == *f)
+                .min_by(|a, b| natural(a.0).cmp(&natural(b.0)))
+                .unwrap();
             b.len() as u64
         })
         .collect();
     for i in 0..n - 1 {
         let sum: u64 = per_file[files[i]].iter().sum();
-        assert!(sum + firsts[i + 1] > max, "shard {} could hold the next tensor", i + 1);
+        assert!(
+            sum + firsts[i + 1] > max,
+            "shard {} could hold the next tensor",
+            i + 1
+        );
     }
 }
 
@@ -285,11 +324,16 @@ fn natural(name: &str) -> Vec<(u8, u64, String)> {
     let mut key = Vec::new();
     let mut rest = name;
     while !rest.is_empty() {
-        let d = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let d = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (head, tail) = if d > 0 {
             rest.split_at(d)
         } else {
-            rest.split_at(rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len()))
+            rest.split_at(
+                rest.find(|c: char| c.is_ascii_digit())
+                    .unwrap_or(rest.len()),
+            )
         };
         key.push(if d > 0 {
             (0, head.parse().unwrap(), head.to_owned())
@@ -322,23 +366,39 @@ fn parts_and_finish_make_the_same_bytes_as_one_run() {
     a.extend(size);
     let o = dq(&a);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("missing (run its --part again)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("missing (run its --part again)"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!parts.join("config.json").exists());
     with(&["--part", "3/3"], &parts);
     with(&["--part", "1/3"], &parts);
     with(&["--finish"], &parts);
     assert_eq!(names(&one), names(&parts));
     for n in names(&one) {
-        assert!(fs::read(one.join(&n)).unwrap() == fs::read(parts.join(&n)).unwrap(), "{n}");
+        assert!(
+            fs::read(one.join(&n)).unwrap() == fs::read(parts.join(&n)).unwrap(),
+            "{n}"
+        );
     }
     // A shard that is not what this input makes is refused.
-    let first = parts.join(names(&parts).iter().find(|n| n.starts_with("model-0")).unwrap());
+    let first = parts.join(
+        names(&parts)
+            .iter()
+            .find(|n| n.starts_with("model-0"))
+            .unwrap(),
+    );
     let mut b = fs::read(&first).unwrap();
     b[9] ^= 1;
     fs::write(&first, b).unwrap();
     let o = dq(&a);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not the header this input makes"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not the header this input makes"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -378,14 +438,23 @@ fn a_failed_or_killed_run_leaves_no_folder_and_the_next_run_cleans_up() {
     // A write error mid-shard: one line, exit 2, nothing left.
     let o = dq_fsize(&args, 50_000, true);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(stderr(&o).lines().filter(|l| l.starts_with("dq: error")).count(), 1);
+    assert_eq!(
+        stderr(&o)
+            .lines()
+            .filter(|l| l.starts_with("dq: error"))
+            .count(),
+        1
+    );
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
     // Killed mid-shard: a temporary folder is left, and no OUT_DIR.
     let o = dq_fsize(&args, 50_000, false);
     assert_eq!(o.status.code(), None, "killed by SIGXFSZ");
     let left = names(dir.path());
     assert_eq!(left.len(), 1, "{left:?}");
-    assert!(left[0].starts_with(".dq-convert-") && left[0].ends_with(".tmp"), "{left:?}");
+    assert!(
+        left[0].starts_with(".dq-convert-") && left[0].ends_with(".tmp"),
+        "{left:?}"
+    );
     // The next run deletes it.
     ok(&args);
     assert_eq!(names(dir.path()), ["m"]);

@@ -259,7 +259,9 @@ pub fn unpermuted_row(r: usize, rows: usize, heads: usize) -> usize {
 
 /// `config.json` as transformers builds it from the metadata.
 fn config(g: &Gguf, arch: &Arch) -> Map<String, Value> {
-    let name = g.get("general.name").and_then(|v| v.as_str().map(str::to_owned));
+    let name = g
+        .get("general.name")
+        .and_then(|v| v.as_str().map(str::to_owned));
     // transformers tests `"mistral" in [general.name]`: the name must be exactly that.
     let model_type = match (arch.gguf, name.as_deref()) {
         ("llama", Some("mistral")) => "mistral",

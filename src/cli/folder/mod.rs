@@ -323,10 +323,11 @@ fn hf_files(path: &Path, torch: &str) -> Result<(Option<Value>, Vec<PathBuf>), F
     let cfg = path.join("config.json");
     let config = match std::fs::read(&cfg) {
         Ok(bytes) => {
-            let v: Value = serde_json::from_slice(&bytes).map_err(|source| FolderError::Config {
-                path: cfg.clone(),
-                source,
-            })?;
+            let v: Value =
+                serde_json::from_slice(&bytes).map_err(|source| FolderError::Config {
+                    path: cfg.clone(),
+                    source,
+                })?;
             Some(config::rewrite(v, torch))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -342,13 +343,17 @@ fn natural(name: &str) -> Vec<(u8, u64, String)> {
     let mut key = Vec::new();
     let mut rest = name;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits > 0 {
             let (d, r) = rest.split_at(digits);
             key.push((0, d.parse().unwrap_or(u64::MAX), d.to_owned()));
             rest = r;
         } else {
-            let text = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+            let text = rest
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(rest.len());
             let (t, r) = rest.split_at(text);
             key.push((1, 0, t.to_owned()));
             rest = r;

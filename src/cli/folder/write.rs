@@ -48,10 +48,9 @@ pub(super) fn run(a: &ConvertArgs, plan: &Plan<'_>, opts: &Options) -> Result<u6
             let name = shards::file_name(s, n);
             let temp = out.join(format!("{PART_PREFIX}{name}.tmp"));
             let tensors = &plan.tensors[plan.shards[s].clone()];
-            let done = write_shard(&temp, tensors, &layouts[s], plan.dtype, opts, &bar)
-                .and_then(|()| {
-                    std::fs::rename(&temp, out.join(&name))
-                        .map_err(|e| io(&temp)(e).into())
+            let done =
+                write_shard(&temp, tensors, &layouts[s], plan.dtype, opts, &bar).and_then(|()| {
+                    std::fs::rename(&temp, out.join(&name)).map_err(|e| io(&temp)(e).into())
                 });
             if done.is_err() {
                 let _ = std::fs::remove_file(&temp);
