@@ -236,7 +236,7 @@ impl HfPlan {
         } else {
             return Ok(Transform::None);
         };
-        if heads == 0 || rows % (2 * heads) != 0 {
+        if heads == 0 || !rows.is_multiple_of(2 * heads) {
             return Err(NamesError::Heads {
                 name: name.to_owned(),
                 rows,

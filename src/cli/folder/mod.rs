@@ -124,7 +124,7 @@ pub enum FolderError {
 
 /// Whether `output` asks for folder output (it does not end in `.safetensors`).
 pub fn is_folder(output: &Path) -> bool {
-    !output.extension().is_some_and(|e| e == "safetensors")
+    output.extension().is_none_or(|e| e != "safetensors")
 }
 
 /// With a `.safetensors` OUTPUT: the folder flags that would be ignored.
@@ -260,7 +260,7 @@ fn plan<'a>(
             (plain(items), config, companions)
         }
     };
-    tensors.sort_by(|x, y| natural(&x.item.name).cmp(&natural(&y.item.name)));
+    tensors.sort_by_key(|x| natural(&x.item.name));
     check_unique(a, &tensors)?;
     let sizes: Vec<u64> = tensors
         .iter()
