@@ -196,7 +196,7 @@ pub fn sweep(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 }
 
 /// Whether a process `pid` exists (`kill(pid, 0)` does not say ESRCH).
-fn alive(pid: libc::pid_t) -> bool {
+pub(super) fn alive(pid: libc::pid_t) -> bool {
     // SAFETY: signal 0 sends nothing; it only checks that the process exists.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)

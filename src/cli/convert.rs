@@ -57,6 +57,9 @@ pub struct ConvertArgs {
     /// memory, /proc/meminfo's MemAvailable).
     #[arg(long, value_name = "SIZE", value_parser = limits::parse_size)]
     pub max_memory: Option<u64>,
+    /// Folder output (an OUTPUT not ending in .safetensors).
+    #[command(flatten)]
+    pub folder: super::folder::FolderArgs,
 }
 
 /// The output dtypes.
@@ -71,7 +74,7 @@ pub enum OutDtype {
 }
 
 impl OutDtype {
-    fn safetensors(self) -> Dtype {
+    pub(super) fn safetensors(self) -> Dtype {
         match self {
             OutDtype::F32 => Dtype::F32,
             OutDtype::F16 => Dtype::F16,
@@ -79,7 +82,7 @@ impl OutDtype {
         }
     }
 
-    fn size(self) -> usize {
+    pub(super) fn size(self) -> usize {
         match self {
             OutDtype::F32 => 4,
             OutDtype::F16 | OutDtype::Bf16 => 2,
@@ -155,6 +158,9 @@ pub enum ConvertError {
         /// The input.
         path: PathBuf,
     },
+    /// A folder output failed (see [`super::folder`]).
+    #[error(transparent)]
+    Folder(#[from] super::folder::FolderError),
     /// The output's header cannot be made (safetensors' rules).
     #[error("{path}: {source}", path = path.display())]
     Header {
@@ -198,6 +204,10 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
     let opts = Options::new().with_backend(a.backend).with_threads(threads);
     let start = Instant::now();
     let jit_before = dq::formats::jit_compiled();
+    if super::folder::is_folder(&a.output) {
+        return super::folder::convert(a, &opts);
+    }
+    super::folder::refuse_flags(a)?;
     let source = Source::open(&a.input)?;
     let all = source.items();
     let items = select(&a.input, all, &opts, a.skip_unsupported)?;
@@ -209,7 +219,8 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
     }
     let dir = folder(&a.output);
     cleanup::sweep(dir, TEMP_PREFIX);
-    let layout = Layout::new(&items.kept, dtype).map_err(|source| ConvertError::Header {
+    let refs: Vec<&Item<'_>> = items.kept.iter().collect();
+    let layout = Layout::new(&refs, dtype).map_err(|source| ConvertError::Header {
         path: a.output.clone(),
         source,
     })?;
@@ -246,15 +257,15 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
 }
 
 /// The tensors to write, after the checks.
-struct Selected<'a> {
-    kept: Vec<Item<'a>>,
+pub(super) struct Selected<'a> {
+    pub(super) kept: Vec<Item<'a>>,
     /// `NAME: unsupported GGUF type T` of each tensor left out.
-    skipped: Vec<String>,
+    pub(super) skipped: Vec<String>,
 }
 
 /// Checks every tensor against the backend; with `--skip-unsupported`, drops the
 /// unsupported ones (and says which).
-fn select<'a>(
+pub(super) fn select<'a>(
     input: &Path,
     items: Vec<Item<'a>>,
     opts: &Options,
@@ -304,7 +315,7 @@ fn select<'a>(
 }
 
 /// f32 for GGUF; for a checkpoint, the dtype of the first linear's scales.
-fn default_dtype(items: &Selected<'_>) -> OutDtype {
+pub(super) fn default_dtype(items: &Selected<'_>) -> OutDtype {
     items
         .kept
         .iter()
@@ -316,7 +327,7 @@ fn default_dtype(items: &Selected<'_>) -> OutDtype {
 }
 
 /// The folder of `output` (`.` for a bare file name).
-fn folder(output: &Path) -> &Path {
+pub(super) fn folder(output: &Path) -> &Path {
     match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -324,7 +335,7 @@ fn folder(output: &Path) -> &Path {
 }
 
 /// The input's bytes of `item`, when they are written as they are.
-fn as_is<'a>(item: &Item<'a>, dtype: OutDtype) -> Option<&'a [u8]> {
+pub(super) fn as_is<'a>(item: &Item<'a>, dtype: OutDtype) -> Option<&'a [u8]> {
     match &item.kind {
         Kind::Copy(t) => Some(t.data()),
         Kind::Float(t) if t.dtype() == dtype.safetensors() => Some(t.data()),
@@ -341,7 +352,7 @@ fn out_dtype(item: &Item<'_>, dtype: OutDtype) -> Dtype {
 }
 
 /// Bytes of `item` in the output; `None` when that overflows.
-fn out_len(item: &Item<'_>, dtype: OutDtype) -> Option<u64> {
+pub(super) fn out_len(item: &Item<'_>, dtype: OutDtype) -> Option<u64> {
     match as_is(item, dtype) {
         Some(b) => Some(b.len() as u64),
         None => (item.shape.iter()).try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d as u64)),
@@ -350,24 +361,27 @@ fn out_len(item: &Item<'_>, dtype: OutDtype) -> Option<u64> {
 
 /// The output file's layout: its header, and the tensors in the order written
 /// (safetensors' order: dtype alignment descending, then name).
-struct Layout {
-    header: Vec<u8>,
-    order: Vec<usize>,
-    data_len: u64,
+pub(super) struct Layout {
+    pub(super) header: Vec<u8>,
+    pub(super) order: Vec<usize>,
+    pub(super) data_len: u64,
 }
 
 impl Layout {
-    fn new(items: &[Item<'_>], dtype: OutDtype) -> Result<Layout, safetensors::SafeTensorError> {
+    pub(super) fn new(
+        items: &[&Item<'_>],
+        dtype: OutDtype,
+    ) -> Result<Layout, safetensors::SafeTensorError> {
         let overflow = || safetensors::SafeTensorError::ValidationOverflow;
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| {
-            let (a, b) = (&items[a], &items[b]);
+            let (a, b) = (items[a], items[b]);
             (out_dtype(b, dtype).cmp(&out_dtype(a, dtype))).then(a.name.cmp(&b.name))
         });
         let mut offset = 0usize;
         let mut infos = Vec::with_capacity(items.len());
         for &i in &order {
-            let item = &items[i];
+            let item = items[i];
             let len = out_len(item, dtype)
                 .and_then(|n| usize::try_from(n).ok())
                 .ok_or_else(overflow)?;
@@ -396,7 +410,7 @@ impl Layout {
     }
 
     /// Bytes of the whole file.
-    fn file_len(&self) -> u64 {
+    pub(super) fn file_len(&self) -> u64 {
         8 + self.header.len() as u64 + self.data_len
     }
 }
@@ -426,7 +440,7 @@ fn check_limits(
 }
 
 /// The bytes of `item` in the output: borrowed from the input, or produced.
-fn produce<'a>(
+pub(super) fn produce<'a>(
     item: &Item<'a>,
     dtype: OutDtype,
     opts: &Options,
@@ -520,7 +534,7 @@ fn write(
 }
 
 /// A byte progress bar on a terminal (stderr); hidden otherwise.
-fn progress_bar() -> ProgressBar {
+pub(super) fn progress_bar() -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }

@@ -13,6 +13,7 @@ mod cleanup;
 mod convert;
 mod demo;
 mod error;
+mod folder;
 mod inspect;
 mod inspect_hf;
 mod io;

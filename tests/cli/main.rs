@@ -12,5 +12,7 @@ mod cli_fuzz;
 mod cli_hostile;
 mod convert;
 mod float_cli;
+#[cfg(unix)]
+mod folder;
 mod model;
 mod split;
