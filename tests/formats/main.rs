@@ -13,6 +13,7 @@ mod gguf_blocks;
 #[cfg(feature = "jit")]
 mod gguf_jit;
 mod gguf_streamed;
+mod gguf_tables;
 mod hf_auto;
 mod hf_checkpoints;
 mod hf_generated;

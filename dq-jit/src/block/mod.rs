@@ -26,6 +26,7 @@
 
 mod fields;
 mod float;
+mod grid;
 mod lower;
 mod params;
 mod plain;
@@ -219,6 +220,16 @@ pub fn clif(name: &str) -> Result<String, JitError> {
     let gk = declared(name)?;
     let (_, f) = compile::build(|isa| build(gk, isa, host_f16()))?;
     Ok(f.display().to_string())
+}
+
+/// Compiles `gk` outside the cache, for tests that run a changed copy of a
+/// declaration (a mutated table entry must change the output).
+///
+/// # Errors
+/// As [`kernel`].
+#[doc(hidden)]
+pub fn compile_uncached(gk: &BlockKernel) -> Result<BlockJit, JitError> {
+    compile(gk, host_f16())
 }
 
 pub(crate) use crate::translate::{lanes, mem};

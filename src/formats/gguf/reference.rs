@@ -13,6 +13,9 @@
 use super::error::{GgufError, Result};
 use super::types::GgmlType;
 
+mod tables;
+pub use tables::ue4m3_to_f32_half;
+
 /// Decodes `bytes`, whole blocks of type `ty`, into `out` (one f32 per element).
 ///
 /// # Errors
@@ -69,6 +72,12 @@ pub(crate) fn decode(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::Q5_K => blocks(bytes, out, q5_k),
         GgmlType::Q6_K => blocks(bytes, out, q6_k),
         GgmlType::MXFP4 => blocks(bytes, out, mxfp4),
+        GgmlType::IQ4_NL => blocks(bytes, out, tables::iq4_nl),
+        GgmlType::IQ4_XS => blocks(bytes, out, tables::iq4_xs),
+        GgmlType::NVFP4 => blocks(bytes, out, tables::nvfp4),
+        GgmlType::TQ2_0 => blocks(bytes, out, tables::tq2_0),
+        GgmlType::Q8_K => blocks(bytes, out, tables::q8_k),
+        GgmlType::IQ2_XXS => blocks(bytes, out, tables::iq2_xxs),
         // `dequantize` checked `is_supported`, which is false for every other type.
         _ => {}
     }
