@@ -23,8 +23,8 @@ Outputs (every GGUF written by gguf.GGUFWriter):
   types, nested arrays, a long string array, an empty string, and
   `general.alignment` = 64 with a few small tensors.
 - tables.gguf (v3, its own seed): the types added with table lookups, grids and the
-  newer parameter loads (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4, IQ2_XXS; gguf-py cannot
-  quantize IQ2_XXS, so its blocks are random bytes too), four tensors each as in
+  newer parameter loads (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4, IQ2_XXS, IQ2_XS, IQ2_S;
+  gguf-py cannot quantize the IQ2 types), four tensors each as in
   blocks.gguf, scales over the same specials (Q8_K: f32 ones; NVFP4: e4m3 bytes),
   Q8_K's expected output is ggml's `dequantize_row_q8_K` (`d * qs`, one f32
   product) written in NumPy: gguf-py 0.19.0 has no Q8_K decoder.
@@ -136,7 +136,7 @@ SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
 UNSUPPORTED = [(T.Q1_0, 36), (T.TQ1_0, 132)]
 # The types of tables.gguf, and the byte offsets of their scale fields.
 TABLE_TYPES = {T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ2_0: [64], T.Q8_K: [0], T.NVFP4: [0, 1, 2, 3],
-               T.IQ2_XXS: [0]}
+               T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0]}
 DECODED = SUPPORTED + list(TABLE_TYPES)
 # NVFP4's unsigned e4m3 scale bytes: 0 and 0x7F decode to 0, the top bit is ignored.
 UE4M3_SPECIALS = [0x00, 0x7F, 0x80, 0xFF, 0x01, 0x07, 0x08, 0x38, 0x7E, 0xF8]

@@ -150,7 +150,9 @@ fn special_scales_produce_specials() {
         assert!(file.tensor(&format!("{ty}.specials")).is_some());
     }
     let file = Gguf::open(fixtures().join("tables.gguf")).unwrap();
-    for ty in ["iq4_nl", "iq4_xs", "tq2_0", "q8_k", "iq2_xxs"] {
+    for ty in [
+        "iq4_nl", "iq4_xs", "tq2_0", "q8_k", "iq2_xxs", "iq2_xs", "iq2_s",
+    ] {
         let v = expected("tables", &format!("{ty}.specials"));
         assert!(v.iter().any(|x| x.is_nan()), "{ty}");
         assert!(v.iter().any(|x| x.is_infinite()), "{ty}");

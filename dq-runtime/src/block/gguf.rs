@@ -7,7 +7,7 @@ use super::plain::{Bf16, F16, F32};
 use super::tables::KVALUES_MXFP4;
 
 mod tables;
-pub use tables::{IQ2_XXS, IQ4_NL, IQ4_XS, NVFP4, Q8_K, TQ2_0};
+pub use tables::{IQ2_S, IQ2_XS, IQ2_XXS, IQ4_NL, IQ4_XS, NVFP4, Q8_K, TQ2_0};
 
 /// A nibble or crumb of the block's bytes (no table, not signed).
 pub(super) const fn field(
@@ -285,9 +285,9 @@ pub const MXFP4: BlockDecl = BlockDecl {
 };
 
 /// Every declared block type.
-pub const ALL: [&BlockDecl; 17] = [
+pub const ALL: [&BlockDecl; 19] = [
     &Q4_0, &Q4_1, &Q5_0, &Q5_1, &Q8_0, &Q2_K, &Q3_K, &Q4_K, &Q5_K, &Q6_K, &MXFP4, &IQ4_NL, &IQ4_XS,
-    &TQ2_0, &Q8_K, &NVFP4, &IQ2_XXS,
+    &TQ2_0, &Q8_K, &NVFP4, &IQ2_XXS, &IQ2_XS, &IQ2_S,
 ];
 
 const _: () = {
@@ -323,11 +323,11 @@ macro_rules! kernels {
 
 kernels!(
     Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS, TQ2_0, Q8_K,
-    NVFP4, IQ2_XXS
+    NVFP4, IQ2_XXS, IQ2_XS, IQ2_S
 );
 
 /// The kernel of GGUF type `name` (its GGUF spelling: `Q4_K`, `BF16`, ...), for
-/// the 20 types dq decodes.
+/// the 22 types dq decodes.
 pub fn kernel(name: &str) -> Option<&'static BlockKernel> {
     KERNELS.iter().find(|k| k.name == name)
 }

@@ -78,6 +78,8 @@ pub(crate) fn decode(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::TQ2_0 => blocks(bytes, out, tables::tq2_0),
         GgmlType::Q8_K => blocks(bytes, out, tables::q8_k),
         GgmlType::IQ2_XXS => blocks(bytes, out, tables::iq2_xxs),
+        GgmlType::IQ2_XS => blocks(bytes, out, tables::iq2_xs),
+        GgmlType::IQ2_S => blocks(bytes, out, tables::iq2_s),
         // `dequantize` checked `is_supported`, which is false for every other type.
         _ => {}
     }

@@ -117,7 +117,7 @@ impl GgmlType {
             Q6_K => row("Q6_K", QK_K, 2 + QK_K / 2 + QK_K / 4 + QK_K / 16, true),
             Q8_K => row("Q8_K", QK_K, 4 + QK_K + QK_K / 8, true),
             IQ2_XXS => row("IQ2_XXS", QK_K, 2 + QK_K / 4, true),
-            IQ2_XS => row("IQ2_XS", QK_K, 2 + QK_K / 4 + QK_K / 32, false),
+            IQ2_XS => row("IQ2_XS", QK_K, 2 + QK_K / 4 + QK_K / 32, true),
             IQ3_XXS => row("IQ3_XXS", QK_K, 2 + QK_K / 4 + QK_K / 8, false),
             IQ1_S => row("IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16, false),
             IQ4_NL => row("IQ4_NL", 32, 2 + 16, true),
@@ -127,7 +127,7 @@ impl GgmlType {
                 2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4,
                 false,
             ),
-            IQ2_S => row("IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, false),
+            IQ2_S => row("IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, true),
             IQ4_XS => row("IQ4_XS", QK_K, 2 + 2 + QK_K / 2 + QK_K / 64, true),
             I8 => row("I8", 1, 1, false),
             I16 => row("I16", 1, 2, false),
@@ -214,8 +214,8 @@ mod tests {
             supported,
             [
                 "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
-                "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ4_NL", "IQ4_XS", "BF16", "TQ2_0", "MXFP4",
-                "NVFP4"
+                "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ4_NL", "IQ2_S", "IQ4_XS", "BF16",
+                "TQ2_0", "MXFP4", "NVFP4"
             ]
         );
     }

@@ -1,12 +1,15 @@
 //! The GGUF types that index a [`Table`](crate::block::Table) or a codebook
-//! [`Grid`] or need the newer parameter loads (IQ4_NL, IQ4_XS, NVFP4, IQ2_XXS), the
+//! [`Grid`] or need the newer parameter loads (IQ4_NL, IQ4_XS, NVFP4, IQ2_XXS,
+//! IQ2_XS, IQ2_S), the
 //! ternary TQ2_0 and Q8_K, as
 //! declarations. Operation order: gguf-py 0.19.0 `quants.py` where it decodes the
 //! type (each doc quotes its NumPy lines), else ggml's `dequantize_row_*` (Q8_K).
 
 use super::{D_TIMES_Q, Q4_0, field};
 use crate::block::decl::{BlockDecl, Field, Grid, ParamNode as P};
-use crate::block::tables::{IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4};
+use crate::block::tables::{
+    IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL, KVALUES_MXFP4,
+};
 
 /// IQ4_NL: `d * kvalues[qs]`; element `16 h + l` is nibble `h` of byte `2 + l`.
 pub const IQ4_NL: BlockDecl = BlockDecl {
@@ -143,22 +146,13 @@ pub const IQ2_XXS: BlockDecl = BlockDecl {
     offset: 0,
     group: &[1, 0, 0],
     groups: 8,
-    params: &[
-        P::F16(0),
-        P::Byte {
-            at: 9,
-            stride: 8,
-            shift: 4,
-            bits: 4,
-            signed: false,
-        },
-        P::Float(1),
-        P::Const(0x3F00_0000),
-        P::Add(3, 2),
-        P::Mul(0, 4),
-        P::Const(0x3E80_0000),
-        P::Mul(5, 6),
-    ],
+    params: &iq2_db(P::Byte {
+        at: 9,
+        stride: 8,
+        shift: 4,
+        bits: 4,
+        signed: false,
+    }),
     outputs: &[7],
     formula: D_TIMES_Q,
     grid: Some(Grid {
@@ -166,5 +160,84 @@ pub const IQ2_XXS: BlockDecl = BlockDecl {
         index: &[run_field(2, &[8, 1, 0], &[0, 0, 0], 8)],
         signs: &[run_field(6, &[8, 0, 0], &[0, 7, 0], 7)],
         sign_table: Some(&KSIGNS_IQ2XS),
+    }),
+};
+
+/// `db = d * (0.5 + s) * 0.25` for the scale `s` of node 1 (IQ2's `db`).
+const fn iq2_db(s: P) -> [P; 8] {
+    [
+        P::F16(0),
+        s,
+        P::Float(1),
+        P::Const(0x3F00_0000),
+        P::Add(3, 2),
+        P::Mul(0, 4),
+        P::Const(0x3E80_0000),
+        P::Mul(5, 6),
+    ]
+}
+
+/// IQ2_XS: `db * grid * signs` as IQ2_XXS, `db = d * (0.5 + scale) * 0.25` per 16
+/// elements (nibble `h % 2` of byte `66 + h / 2`); element `16 h + 8 t + j` is lane
+/// `j` of `iq2xs_grid[q & 511]`, `q` the u16 at `2 + 4 h + 2 t`, negated by bit `j`
+/// of `ksigns_iq2xs[q >> 9]`.
+pub const IQ2_XS: BlockDecl = BlockDecl {
+    name: "IQ2_XS",
+    block_bytes: 74,
+    block_elems: 256,
+    digits: &[16, 2, 8],
+    fields: &[],
+    offset: 0,
+    group: &[1, 0, 0],
+    groups: 16,
+    params: &iq2_db(P::GroupBits {
+        at: 66,
+        shift: 4,
+        bits: 4,
+    }),
+    outputs: &[7],
+    formula: D_TIMES_Q,
+    grid: Some(Grid {
+        table: &IQ2XS_GRID,
+        index: &[run_field(2, &[4, 2, 0], &[0, 0, 0], 9)],
+        signs: &[Field {
+            shift: 1,
+            ..run_field(3, &[4, 2, 0], &[0, 0, 0], 7)
+        }],
+        sign_table: Some(&KSIGNS_IQ2XS),
+    }),
+};
+
+/// IQ2_S: `db * grid * signs`, `db` as IQ2_XS's from the nibbles at 74; element
+/// `16 (2 a + b) + 8 t + j` (run `r = 4 a + 2 b + t`) is lane `j` of
+/// `iq2s_grid[qs[r] | ((qh[a] >> (4 b + 2 t)) & 3) << 8]`, negated by bit `j` of
+/// `signs[r]` (`qs` at 2, `signs` at 34, `qh` at 66).
+pub const IQ2_S: BlockDecl = BlockDecl {
+    name: "IQ2_S",
+    block_bytes: 82,
+    block_elems: 256,
+    digits: &[8, 2, 2, 8],
+    fields: &[],
+    offset: 0,
+    group: &[2, 1, 0, 0],
+    groups: 16,
+    params: &iq2_db(P::GroupBits {
+        at: 74,
+        shift: 4,
+        bits: 4,
+    }),
+    outputs: &[7],
+    formula: D_TIMES_Q,
+    grid: Some(Grid {
+        table: &IQ2S_GRID,
+        index: &[
+            run_field(2, &[4, 2, 1, 0], &[0, 0, 0, 0], 8),
+            Field {
+                at: 8,
+                ..run_field(66, &[1, 0, 0, 0], &[0, 4, 2, 0], 2)
+            },
+        ],
+        signs: &[run_field(34, &[4, 2, 1, 0], &[0, 0, 0, 0], 8)],
+        sign_table: None,
     }),
 };

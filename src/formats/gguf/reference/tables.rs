@@ -1,9 +1,9 @@
 //! Reference decoders of the table-indexed and newer GGUF types (IQ4_NL, IQ4_XS,
-//! NVFP4, IQ2_XXS, TQ2_0, Q8_K), written from gguf-py 0.19.0's `quants.py` (ggml's
+//! NVFP4, IQ2_XXS, IQ2_XS, IQ2_S, TQ2_0, Q8_K), written from gguf-py 0.19.0's `quants.py` (ggml's
 //! `dequantize_row_q8_K` for Q8_K, which gguf-py does not decode), independently of
-//! the block declarations they test: arithmetic as NumPy does it (IQ2_XXS's signs
+//! the block declarations they test: arithmetic as NumPy does it (the IQ2 signs
 //! multiplied as ±1, not folded into the integer), small tables from gguf-py; the
-//! IQ2_XXS grid and sign masks are ggml's, shared with the declaration (the
+//! IQ2 grids and sign masks are ggml's, shared with the declarations (the
 //! committed gguf-py outputs check them).
 
 use super::{KVALUES, f16_at, nibble32};
@@ -139,5 +139,57 @@ pub(super) fn iq2_xxs(b: &[u8; 66], y: &mut [f32; 256]) {
                 *y = mul(db * f32::from(row[j]), s);
             }
         }
+    }
+}
+
+/// `d * (0.5 + s) * 0.25` for the 4-bit scale `s` (IQ2_XS's and IQ2_S's `db`):
+/// `db = d * (np.float32(0.5) + scales) * np.float32(0.25)`.
+fn iq2_db(d: f32, s: u8) -> f32 {
+    d * (0.5 + f32::from(s)) * 0.25
+}
+
+/// `db * grid * signs` over 8 lanes of `row`, negated where `mask`'s bit is set.
+fn iq2_run(db: f32, row: u64, mask: u8, y: &mut [f32]) {
+    for (j, y) in y.iter_mut().enumerate() {
+        let s = if (mask >> j) & 1 == 0 { 1.0 } else { -1.0 };
+        *y = mul(db * f32::from(row.to_le_bytes()[j]), s);
+    }
+}
+
+/// IQ2_XS (`d` f16, 32 u16 `qs`, 8 bytes of 4-bit scales):
+/// ```text
+/// db = d * (np.float32(0.5) + scales) * np.float32(0.25)  # per 16 elements
+/// signs = ksigns[qs >> 9] >> [0..8] & 1 -> +-1
+/// grid = cls.grid[qs & 511]
+/// return (db * grid * signs).reshape((n_blocks, -1))
+/// ```
+pub(super) fn iq2_xs(b: &[u8; 74], y: &mut [f32; 256]) {
+    use dq_runtime::block::tables::{IQ2XS_GRID_U64, KSIGNS_IQ2XS_U8};
+    let d = f16_at(b, 0);
+    for (r, y) in y.chunks_exact_mut(8).enumerate() {
+        let h = r / 2;
+        let db = iq2_db(d, (b[66 + h / 2] >> (4 * (h % 2))) & 0x0F);
+        let q = u16::from_le_bytes([b[2 + 2 * r], b[3 + 2 * r]]);
+        let mask = KSIGNS_IQ2XS_U8[usize::from(q >> 9)];
+        iq2_run(db, IQ2XS_GRID_U64[usize::from(q & 511)], mask, y);
+    }
+}
+
+/// IQ2_S (`d` f16, 32 bytes `qs`, 32 bytes `signs`, 8 bytes `qh`, 8 bytes scales):
+/// ```text
+/// signs = signs >> [0..8] & 1 -> +-1
+/// qh = qh.reshape((n_blocks, -1, 1)) >> np.array([0, 2, 4, 6])
+/// qs = qs.astype(np.uint16) | ((qh & 0x03).astype(np.uint16) << 8).reshape((n_blocks, -1))
+/// return (db * grid[qs] * signs).reshape((n_blocks, -1))
+/// ```
+pub(super) fn iq2_s(b: &[u8; 82], y: &mut [f32; 256]) {
+    use dq_runtime::block::tables::IQ2S_GRID_U64;
+    let d = f16_at(b, 0);
+    for (r, y) in y.chunks_exact_mut(8).enumerate() {
+        let h = r / 2;
+        let db = iq2_db(d, (b[74 + h / 2] >> (4 * (h % 2))) & 0x0F);
+        let high = (b[66 + r / 4] >> (2 * (r % 4))) & 3;
+        let q = usize::from(b[2 + r]) | usize::from(high) << 8;
+        iq2_run(db, IQ2S_GRID_U64[q], b[34 + r], y);
     }
 }
