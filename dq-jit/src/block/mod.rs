@@ -116,8 +116,9 @@ impl BlockJit {
         }
         // SAFETY: checked above: `bytes` holds exactly `blocks` whole blocks of
         // `block_bytes`, and `out` exactly `blocks * block_elems` f32; the function
-        // reads only those blocks and writes only those elements (see `lower` and
-        // `plain`), and `&mut out` is exclusive for the call.
+        // reads only those blocks (and the declaration's `'static` grid tables, at
+        // indices `BlockDecl::check` bounds) and writes only those elements (see
+        // `lower`, `grid` and `plain`), and `&mut out` is exclusive for the call.
         unsafe { (self.entry())(bytes.as_ptr(), blocks, out.as_mut_ptr()) };
         Ok(())
     }

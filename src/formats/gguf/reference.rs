@@ -435,7 +435,7 @@ mod tests {
             Err(GgufError::Length { .. })
         ));
         assert!(matches!(
-            dequantize(GgmlType::IQ4_NL, &[0; 18], &mut out),
+            dequantize(GgmlType::TQ1_0, &[0; 54], &mut [0f32; 256]),
             Err(GgufError::UnsupportedType { .. })
         ));
         dequantize(GgmlType::Q4_0, &[0; 18], &mut out).unwrap();
