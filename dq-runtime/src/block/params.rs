@@ -153,7 +153,7 @@ mod tests {
         assert_eq!(ue4m3_half(7), 7.0 * 2f32.powi(-10));
         assert_eq!(ue4m3_half(0x38), 0.5);
         assert_eq!(ue4m3_half(0x3C), 0.75);
-        assert_eq!(ue4m3_half(0x7E), 1.75 * 128.0 * 0.5);
+        assert_eq!(ue4m3_half(0x7E), 1.75 * 256.0 * 0.5);
         assert_eq!(ue4m3_half(0xFF), 1.875 * 256.0 * 0.5);
         assert_eq!(ue4m3_half(0xB8), 0.5);
     }
