@@ -13,7 +13,7 @@ Outputs (every GGUF written by gguf.GGUFWriter):
 - blocks.gguf (v3): tensors of random block bytes for every type dq decodes, with
   f16 `d`/`dmin`/`m` (MXFP4: the e8m0 byte) drawn from special values (zero, -0,
   subnormal, negative, inf, NaN) and random finite ones; rank 1-3, one-block rows,
-  odd row counts; plus tensors of unsupported types (IQ4_NL, TQ2_0) of random bytes.
+  odd row counts; plus tensors of unsupported types (Q1_0, TQ1_0) of random bytes.
 - quantized_v2.gguf: tensors quantized from float data by gguf.quants.quantize for
   every type gguf-py 0.19.0 can quantize (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, MXFP4; it has no quantizer for the K-quants, which blocks.gguf covers with
@@ -22,6 +22,12 @@ Outputs (every GGUF written by gguf.GGUFWriter):
 - metadata.gguf (v3): one key of every GGUF value type, arrays of several element
   types, nested arrays, a long string array, an empty string, and
   `general.alignment` = 64 with a few small tensors.
+- tables.gguf (v3, its own seed): the types added with table lookups, grids and the
+  newer parameter loads (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4, IQ2_XXS, IQ2_XS, IQ2_S;
+  gguf-py cannot quantize the IQ2 types), four tensors each as in
+  blocks.gguf, scales over the same specials (Q8_K: f32 ones; NVFP4: e4m3 bytes),
+  Q8_K's expected output is ggml's `dequantize_row_q8_K` (`d * qs`, one f32
+  product) written in NumPy: gguf-py 0.19.0 has no Q8_K decoder.
 - <stem>/<tensor name>.bin beside each GGUF: the f32 output of
   gguf.quants.dequantize for each supported tensor, raw little-endian, computed from
   the tensor bytes as gguf.GGUFReader reads them back from the written file.
@@ -124,7 +130,16 @@ def float_tensor(qtype: T, shape: tuple[int, ...], specials: bool) -> np.ndarray
 
 SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
              T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4]
-UNSUPPORTED = [T.IQ4_NL, T.TQ2_0]
+# Random bytes of types dq does not decode, two blocks a row, cut from draws of the
+# sizes that IQ4_NL and TQ2_0 tensors took here before dq decoded them (3 x 36 and
+# 3 x 132 bytes), so that the RNG stream and every later byte stay as they were.
+UNSUPPORTED = [(T.Q1_0, 36), (T.TQ1_0, 132)]
+# The types of tables.gguf, and the byte offsets of their scale fields.
+TABLE_TYPES = {T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ2_0: [64], T.Q8_K: [0], T.NVFP4: [0, 1, 2, 3],
+               T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0]}
+DECODED = SUPPORTED + list(TABLE_TYPES)
+# NVFP4's unsigned e4m3 scale bytes: 0 and 0x7F decode to 0, the top bit is ignored.
+UE4M3_SPECIALS = [0x00, 0x7F, 0x80, 0xFF, 0x01, 0x07, 0x08, 0x38, 0x7E, 0xF8]
 
 
 def blocks_file() -> list[tuple[str, T]]:
@@ -156,12 +171,72 @@ def blocks_file() -> list[tuple[str, T]]:
                 data = data.reshape(*shape[:-1], shape[-1] // block * type_size)
             w.add_tensor(name, data, raw_dtype=qtype)
             names.append((name, qtype))
-    for qtype in UNSUPPORTED:
+    for qtype, drawn in UNSUPPORTED:
         block, type_size = GGML_QUANT_SIZES[qtype]
-        data = RNG.integers(0, 256, (3, 2 * type_size), dtype=np.uint8)
+        data = RNG.integers(0, 256, (3, drawn), dtype=np.uint8)[:, :2 * type_size].copy()
         w.add_tensor(f"{qtype.name.lower()}.unsupported", data, raw_dtype=qtype)
     finish(w)
     return names
+
+
+def table_blocks(rng: np.random.Generator, qtype: T, n_blocks: int, specials: bool) -> np.ndarray:
+    """Random blocks of a tables.gguf type, scales cycling through the specials if asked."""
+    _, type_size = GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, (n_blocks, type_size), dtype=np.uint8)
+    offs = TABLE_TYPES[qtype]
+    for k, off in enumerate(offs):
+        if qtype == T.NVFP4:
+            if specials:
+                blocks[:, off] = [UE4M3_SPECIALS[(i + k) % len(UE4M3_SPECIALS)] for i in range(n_blocks)]
+            else:
+                blocks[:, off] = rng.integers(0x20, 0x50, n_blocks, dtype=np.uint8)
+        elif qtype == T.Q8_K:
+            if specials:
+                bits = np.array([F32_SPECIALS[i % len(F32_SPECIALS)] for i in range(n_blocks)], np.uint32)
+            else:
+                bits = rng.integers(0, 2**32, n_blocks, dtype=np.uint32)
+                bits = (bits & np.uint32(0x807FFFFF)) | (rng.integers(100, 150, n_blocks, dtype=np.uint32) << 23)
+            blocks[:, off:off + 4] = bits.view(np.uint8).reshape(n_blocks, 4)
+        else:
+            if specials:
+                bits = np.array([F16_SPECIALS[i % len(F16_SPECIALS)] for i in range(n_blocks)], np.uint16)
+            else:
+                sign = rng.integers(0, 2, n_blocks, dtype=np.uint16) << 15
+                exp = rng.integers(5, 25, n_blocks, dtype=np.uint16) << 10
+                bits = sign | exp | rng.integers(0, 1024, n_blocks, dtype=np.uint16)
+            blocks[:, off:off + 2] = bits.view(np.uint8).reshape(n_blocks, 2)
+    return blocks
+
+
+def tables_file() -> None:
+    """tables.gguf: random blocks of the table-indexed and newer types, ranks 1-3."""
+    rng = np.random.default_rng(40)
+    w = gguf.GGUFWriter(OUT / "tables.gguf", "dq-fixture")
+    w.add_name("dq random blocks of table types")
+    for qtype in TABLE_TYPES:
+        block, type_size = GGML_QUANT_SIZES[qtype]
+        tag = qtype.name.lower()
+        n_specials = {T.NVFP4: len(UE4M3_SPECIALS), T.Q8_K: len(F32_SPECIALS)}.get(qtype, len(F16_SPECIALS))
+        cases = [
+            ("r1", (2 * block,), False),
+            ("r2_odd_rows", (3, block), False),
+            ("r3", (2, 3, 2 * block), False),
+            ("specials", (n_specials, block), True),
+        ]
+        for case, shape, specials in cases:
+            n_blocks = int(np.prod(shape)) // block
+            data = table_blocks(rng, qtype, n_blocks, specials)
+            data = data.reshape(*shape[:-1], shape[-1] // block * type_size)
+            w.add_tensor(f"{tag}.{case}", data, raw_dtype=qtype)
+    finish(w)
+
+
+def q8_k_dequantize(raw: np.ndarray) -> np.ndarray:
+    """ggml's `dequantize_row_q8_K`: `y[i*QK_K + j] = x[i].d * x[i].qs[j]` (f32)."""
+    blocks = raw.reshape(-1, GGML_QUANT_SIZES[T.Q8_K][1])
+    d = blocks[:, :4].copy().view(np.float32)
+    qs = blocks[:, 4:4 + 256].copy().view(np.int8).astype(np.float32)
+    return (d * qs).reshape(-1)
 
 
 QUANTIZABLE = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4]
@@ -248,11 +323,14 @@ def write_expected(stem: str) -> list[str]:
     out_dir.mkdir()
     written = []
     for t in reader.tensors:
-        if t.tensor_type not in SUPPORTED:
+        if t.tensor_type not in DECODED:
             continue
         raw = np.ascontiguousarray(t.data).view(np.uint8)
         with np.errstate(all="ignore"):
-            y = gguf.quants.dequantize(raw, t.tensor_type)
+            if t.tensor_type == T.Q8_K:
+                y = q8_k_dequantize(raw).reshape(tuple(int(d) for d in reversed(t.shape.tolist())))
+            else:
+                y = gguf.quants.dequantize(raw, t.tensor_type)
         y = np.ascontiguousarray(y, dtype=np.float32)
         assert y.dtype == np.float32 and y.size == t.n_elements, t.name
         assert y.shape == tuple(int(d) for d in reversed(t.shape.tolist())), t.name
@@ -266,7 +344,8 @@ def main() -> None:
     blocks_file()
     quantized_file()
     metadata_file()
-    for stem in ("blocks", "quantized_v2", "metadata"):
+    tables_file()
+    for stem in ("blocks", "quantized_v2", "metadata", "tables"):
         n = len(write_expected(stem))
         print(f"{stem}.gguf: {(OUT / f'{stem}.gguf').stat().st_size} bytes, {n} expected outputs")
     total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())

@@ -179,8 +179,8 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
         }
         let err = stderr(&o);
         for skipped in [
-            "iq4_nl.unsupported: unsupported GGUF type IQ4_NL",
-            "tq2_0.unsupported",
+            "q1_0.unsupported: unsupported GGUF type Q1_0",
+            "tq1_0.unsupported",
         ] {
             assert!(err.contains(skipped), "{err}");
         }
@@ -193,6 +193,29 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
     check_gguf(&bytes, "quantized_v2", "f32");
     let (bytes, _) = convert_ok(&v2, &["--dtype", "bf16", "--backend", "reference"]);
     check_gguf(&bytes, "quantized_v2", "bf16");
+}
+
+/// The table-indexed and newer block types (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4):
+/// `dq convert` on each backend and `dq model --verify`, bit-exact with their
+/// reference at each dtype.
+#[test]
+fn gguf_convert_table_types_bit_exact() {
+    let tables = fixtures().join("gguf/tables.gguf");
+    let mut backends = vec!["auto", "generated", "reference"];
+    if cfg!(feature = "jit") {
+        backends.push("jit");
+    }
+    for dtype in ["f32", "f16", "bf16"] {
+        for backend in &backends {
+            let (bytes, _) = convert_ok(&tables, &["--dtype", dtype, "--backend", backend]);
+            check_gguf(&bytes, "tables", dtype);
+        }
+    }
+    let verify = backends[1..].join(",");
+    let o = dq(&["model", s(&tables), "--backend", &verify, "--verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("verified: every tensor"), "{text}");
 }
 
 #[test]
@@ -215,7 +238,7 @@ fn failures_leave_no_output() {
     convert_fails(
         &blocks,
         &[],
-        &["iq4_nl.unsupported", "IQ4_NL", "--skip-unsupported"],
+        &["q1_0.unsupported", "Q1_0", "--skip-unsupported"],
     );
     // The JIT runs every supported block type; an unsupported one still fails
     // before anything is compiled or written.
@@ -223,7 +246,7 @@ fn failures_leave_no_output() {
         convert_fails(
             &blocks,
             &["--backend", "jit"],
-            &["iq4_nl.unsupported", "IQ4_NL", "--skip-unsupported"],
+            &["q1_0.unsupported", "Q1_0", "--skip-unsupported"],
         );
     }
     convert_fails(&blocks, &["--threads", "0"], &["--threads"]);
@@ -525,7 +548,7 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("56 tensors to dequantize"), "{text}");
-    assert!(text.contains("iq4_nl.unsupported (IQ4_NL)"), "{text}");
+    assert!(text.contains("q1_0.unsupported (Q1_0)"), "{text}");
     assert!(text.contains("verified: every tensor"), "{text}");
     let row = |b: &str| {
         let line = text
@@ -593,7 +616,7 @@ fn library_dequantize_is_exact_for_any_thread_count() {
             assert_eq!(got, expected_bytes(&bits, "bf16"), "{name} jit bf16");
         }
     }
-    let t = file.tensor("iq4_nl.unsupported").unwrap();
+    let t = file.tensor("q1_0.unsupported").unwrap();
     let err = file.dequantize(t, &mut [0f32; 0][..], &opts(Backend::Auto, 1));
     assert!(
         matches!(err, Err(GgufError::UnsupportedType { .. })),

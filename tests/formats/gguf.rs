@@ -118,7 +118,8 @@ fn assert_bits(stem: &str, name: &str, what: &str, got: &[f32], want: &[f32]) {
 
 #[test]
 fn random_blocks_match_gguf_py_bit_for_bit() {
-    let types = check_fixture("blocks");
+    let mut types = check_fixture("blocks");
+    types.extend(check_fixture("tables"));
     let supported: BTreeSet<_> = GgmlType::ALL
         .into_iter()
         .filter(|t| t.is_supported())
@@ -148,6 +149,21 @@ fn special_scales_produce_specials() {
         assert!(v.contains(&0.0), "{ty}");
         assert!(file.tensor(&format!("{ty}.specials")).is_some());
     }
+    let file = Gguf::open(fixtures().join("tables.gguf")).unwrap();
+    for ty in [
+        "iq4_nl", "iq4_xs", "tq2_0", "q8_k", "iq2_xxs", "iq2_xs", "iq2_s",
+    ] {
+        let v = expected("tables", &format!("{ty}.specials"));
+        assert!(v.iter().any(|x| x.is_nan()), "{ty}");
+        assert!(v.iter().any(|x| x.is_infinite()), "{ty}");
+        // An f32 `d` reaches subnormal outputs (an f16 one is normal in f32).
+        assert!(ty != "q8_k" || v.iter().any(|x| x.is_subnormal()), "{ty}");
+        assert!(v.contains(&0.0), "{ty}");
+        assert!(file.tensor(&format!("{ty}.specials")).is_some());
+    }
+    // NVFP4's e4m3 scales are finite: zeros (bytes 0, 0x7F, 0x80) and the largest.
+    let v = expected("tables", "nvfp4.specials");
+    assert!(v.contains(&0.0) && v.iter().any(|x| x.abs() == 240.0 * 6.0));
     // e8m0 0 and 1 scale into f32 subnormals, 255 past f32's range.
     let v = expected("blocks", "mxfp4.specials");
     assert!(v.iter().any(|x| x.is_subnormal()));
@@ -175,8 +191,8 @@ fn tensors_list_type_shape_bytes_supported() {
     assert_eq!((t.shape(), t.byte_size()), (vec![64], Some(2 * 17)));
     assert_eq!(file.tensor_data(t).unwrap().len(), 34);
     for (name, ty) in [
-        ("iq4_nl.unsupported", GgmlType::IQ4_NL),
-        ("tq2_0.unsupported", GgmlType::TQ2_0),
+        ("q1_0.unsupported", GgmlType::Q1_0),
+        ("tq1_0.unsupported", GgmlType::TQ1_0),
     ] {
         let t = file.tensor(name).unwrap();
         assert_eq!(t.ggml_type(), Some(ty));

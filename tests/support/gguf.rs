@@ -34,8 +34,20 @@ pub const SPECIAL_F16: [u16; 10] = [
     0x0000, 0x8000, 0x0001, 0x83FF, 0x3C00, 0xBC00, 0x7C00, 0xFC00, 0x7E00, 0x7C01,
 ];
 
-/// `blocks` random blocks of `ty`; each f16 parameter is special one time in three,
-/// each e8m0 byte 0, 1, 254 or 255 one time in three.
+/// f32 bits that reach every class of output (Q8_K's `d`).
+pub const SPECIAL_F32: [u32; 8] = [
+    0x0000_0000,
+    0x8000_0000,
+    0x0000_0001,
+    0x8000_0001,
+    0x7F80_0000,
+    0xFF80_0000,
+    0x7FC0_0000,
+    0x7F80_0001,
+];
+
+/// `blocks` random blocks of `ty`; each f16 or f32 parameter is special one time in
+/// three, each e8m0 byte 0, 1, 254 or 255 one time in three.
 pub fn random_blocks(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
     let k = gguf::kernel(ty.name()).unwrap();
     let mut bytes = rng.bytes(blocks * k.block_bytes);
@@ -48,6 +60,10 @@ pub fn random_blocks(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
                     block[at..at + 2].copy_from_slice(&h);
                 }
                 ParamNode::E8m0Half(at) if rng.one_in(3) => block[at] = rng.pick(&[0, 1, 254, 255]),
+                ParamNode::F32(at) if rng.one_in(3) => {
+                    let bits = rng.pick(&SPECIAL_F32).to_le_bytes();
+                    block[at..at + 4].copy_from_slice(&bits);
+                }
                 _ => {}
             }
         }

@@ -20,16 +20,21 @@ use super::{lanes, mem};
 pub(super) fn range(d: &BlockDecl) -> (i64, i64) {
     let (mut lo, mut hi) = (i64::from(d.offset), i64::from(d.offset));
     for f in d.fields {
-        let (a, b) = match (f.lut, f.signed) {
+        let (a, b) = match (f.table, f.signed) {
             (Some(t), _) => (
-                t.iter().map(|&x| i64::from(x)).min().unwrap_or(0),
-                t.iter().map(|&x| i64::from(x)).max().unwrap_or(0),
+                t.values.iter().map(|&x| i64::from(x)).min().unwrap_or(0),
+                t.values.iter().map(|&x| i64::from(x)).max().unwrap_or(0),
             ),
             (None, true) => (-(1i64 << (f.bits - 1)), (1i64 << (f.bits - 1)) - 1),
             (None, false) => (0, (1i64 << f.bits) - 1),
         };
         lo += a << f.at;
         hi += b << f.at;
+    }
+    if let Some(g) = &d.grid {
+        let (a, b) = super::grid::range(g);
+        lo += a;
+        hi += b;
     }
     (lo, hi)
 }
@@ -71,6 +76,13 @@ impl Emit<'_> {
                     self.vshl(v, i64::from(f.at))
                 }
             };
+            q = Some(match q {
+                None => v,
+                Some(q) => self.b.ins().iadd(q, v),
+            });
+        }
+        if let Some(g) = &d.grid {
+            let v = self.grid(d, g, blk, e0, width);
             q = Some(match q {
                 None => v,
                 Some(q) => self.b.ins().iadd(q, v),
@@ -133,7 +145,7 @@ impl Emit<'_> {
         let hi = pos.iter().map(|p| p.0).max()?;
         let same_shift = pos.iter().all(|p| p.1 == pos[0].1);
         let fits = pos.iter().all(|p| p.1 + bits <= 8) && at + bits <= 8;
-        let plain = f.lut.is_none() && !f.signed;
+        let plain = f.table.is_none() && !f.signed;
         if !plain || !fits || hi - lo >= 16 || d.block_bytes < 16 || !(same_shift || bits == 1) {
             return None;
         }
@@ -222,9 +234,12 @@ impl Emit<'_> {
             }
             v
         };
-        match (f.lut, f.signed) {
+        match (f.table, f.signed) {
             (Some(t), _) => {
-                let table = self.vconst_bytes(types::I8X16, t.iter().map(|&x| x as u8).collect());
+                // `lower::check`: a table of at most 16 entries, one byte shuffle.
+                let mut bytes: Vec<u8> = t.values.iter().map(|&x| x as u8).collect();
+                bytes.resize(16, 0);
+                let table = self.vconst_bytes(types::I8X16, bytes);
                 self.lookup(table, v)
             }
             (None, true) if bits < 8 => {

@@ -169,6 +169,13 @@ fn check(d: &BlockDecl) -> Result<(), &'static str> {
     if !inner.is_multiple_of(8) || inner > MAX_RUN {
         return Err("inner runs must be a multiple of 8 elements, at most 32");
     }
+    super::grid::check(d)?;
+    if d.fields
+        .iter()
+        .any(|f| f.table.is_some_and(|t| t.values.len() > 16))
+    {
+        return Err("a field's table has more than 16 entries (one byte shuffle)");
+    }
     let (lo, hi) = super::fields::range(d);
     if lo < i64::from(i8::MIN) || hi > i64::from(i8::MAX) {
         return Err("the element's integer does not fit a signed byte");

@@ -26,6 +26,7 @@
 
 mod fields;
 mod float;
+mod grid;
 mod lower;
 mod params;
 mod plain;
@@ -115,8 +116,9 @@ impl BlockJit {
         }
         // SAFETY: checked above: `bytes` holds exactly `blocks` whole blocks of
         // `block_bytes`, and `out` exactly `blocks * block_elems` f32; the function
-        // reads only those blocks and writes only those elements (see `lower` and
-        // `plain`), and `&mut out` is exclusive for the call.
+        // reads only those blocks (and the declaration's `'static` grid tables, at
+        // indices `BlockDecl::check` bounds) and writes only those elements (see
+        // `lower`, `grid` and `plain`), and `&mut out` is exclusive for the call.
         unsafe { (self.entry())(bytes.as_ptr(), blocks, out.as_mut_ptr()) };
         Ok(())
     }
@@ -219,6 +221,16 @@ pub fn clif(name: &str) -> Result<String, JitError> {
     let gk = declared(name)?;
     let (_, f) = compile::build(|isa| build(gk, isa, host_f16()))?;
     Ok(f.display().to_string())
+}
+
+/// Compiles `gk` outside the cache, for tests that run a changed copy of a
+/// declaration (a mutated table entry must change the output).
+///
+/// # Errors
+/// As [`kernel`].
+#[doc(hidden)]
+pub fn compile_uncached(gk: &BlockKernel) -> Result<BlockJit, JitError> {
+    compile(gk, host_f16())
 }
 
 pub(crate) use crate::translate::{lanes, mem};

@@ -31,8 +31,18 @@ impl<'d> Params<'d> {
     /// True when node `i` reads the group.
     fn per_group(&self, i: usize) -> bool {
         match self.d.params[i] {
-            ParamNode::F16(_) | ParamNode::E8m0Half(_) => false,
-            ParamNode::Byte { .. } | ParamNode::K4ScaleMin { .. } | ParamNode::K3Scale(_) => true,
+            ParamNode::F16(_)
+            | ParamNode::E8m0Half(_)
+            | ParamNode::F32(_)
+            | ParamNode::Const(_) => false,
+            ParamNode::Byte { .. }
+            | ParamNode::K4ScaleMin { .. }
+            | ParamNode::K3Scale(_)
+            | ParamNode::GroupBits { .. }
+            | ParamNode::Ue4m3Half(_) => true,
+            ParamNode::OrShl(a, b, _) | ParamNode::Add(a, b) => {
+                self.per_group(usize::from(a)) || self.per_group(usize::from(b))
+            }
             ParamNode::AddInt(a, _) | ParamNode::Float(a) => self.per_group(usize::from(a)),
             ParamNode::Mul(a, b) => {
                 self.per_group(usize::from(a)) || self.per_group(usize::from(b))
@@ -42,7 +52,10 @@ impl<'d> Params<'d> {
 
     /// True when float node `i` may be a NaN (not the float of an integer).
     fn may_nan(&self, i: usize) -> bool {
-        !matches!(self.d.params[i], ParamNode::Float(_))
+        !matches!(
+            self.d.params[i],
+            ParamNode::Float(_) | ParamNode::Ue4m3Half(_) | ParamNode::Const(_)
+        )
     }
 
     /// Node `i` of group `g` of the block at `blk` (emitting it and its operands
@@ -53,7 +66,8 @@ impl<'d> Params<'d> {
             return v;
         }
         // `BlockDecl::check`: every byte read below lies in the block (F16 `at + 2`,
-        // Byte `at + stride * (groups - 1)`, the 12 packed-scale bytes).
+        // F32 `at + 4`, Byte `at + stride * (groups - 1)`, GroupBits' last byte,
+        // Ue4m3Half `at + groups`, the 12 packed-scale bytes).
         let byte =
             |e: &mut Emit<'_>, at: usize| e.b.ins().uload8(types::I32, mem(), blk, at as i32);
         let v = match self.d.params[i] {
@@ -64,6 +78,23 @@ impl<'d> Params<'d> {
             ParamNode::E8m0Half(at) => {
                 let x = byte(e, at);
                 e.e8m0_half(x)
+            }
+            ParamNode::F32(at) => e.b.ins().load(types::F32, mem(), blk, at as i32),
+            ParamNode::Ue4m3Half(at) => {
+                let x = byte(e, at + g);
+                e.ue4m3_half(x)
+            }
+            ParamNode::GroupBits { at, shift, bits } => {
+                let bit = usize::from(shift) * g;
+                let x = byte(e, at + bit / 8);
+                let x = e.b.ins().ushr_imm_s(x, (bit % 8) as i64);
+                e.b.ins().band_imm_s(x, (1i64 << bits) - 1)
+            }
+            ParamNode::OrShl(a, b, k) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                let z = self.get(e, blk, usize::from(b), g);
+                let z = e.b.ins().ishl_imm_s(z, i64::from(k));
+                e.b.ins().bor(x, z)
             }
             ParamNode::Byte {
                 at,
@@ -134,6 +165,17 @@ impl<'d> Params<'d> {
                 let x = self.get(e, blk, usize::from(a), g);
                 e.b.ins().fcvt_from_sint(types::F32, x)
             }
+            ParamNode::Const(bits) => e.b.ins().f32const(f32::from_bits(bits)),
+            ParamNode::Add(a, b) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                let z = self.get(e, blk, usize::from(b), g);
+                let r = e.b.ins().fadd(x, z);
+                if self.may_nan(usize::from(a)) && self.may_nan(usize::from(b)) {
+                    e.first_nan(x, r)
+                } else {
+                    r
+                }
+            }
             ParamNode::Mul(a, b) => {
                 let x = self.get(e, blk, usize::from(a), g);
                 let z = self.get(e, blk, usize::from(b), g);
@@ -151,6 +193,31 @@ impl<'d> Params<'d> {
 }
 
 impl Emit<'_> {
+    /// gguf-py's NVFP4 `ue4m3_to_fp32` of the byte `x` (I32), as
+    /// `dq_runtime::block::ue4m3_half` builds it: exponent 0 gives `man * 2^-10`
+    /// (converted, then scaled by an exact power of two), others the bits
+    /// `(exp + 119) << 23 | man << 20`; the bytes 0 and 0x7F give 0.
+    fn ue4m3_half(&mut self, x: Value) -> Value {
+        let exp = self.b.ins().ushr_imm_s(x, 3);
+        let exp = self.b.ins().band_imm_s(exp, 0xF);
+        let man = self.b.ins().band_imm_s(x, 7);
+        let hi = self.b.ins().iadd_imm_s(exp, 119);
+        let hi = self.b.ins().ishl_imm_s(hi, 23);
+        let lo = self.b.ins().ishl_imm_s(man, 20);
+        let normal = self.b.ins().bor(hi, lo);
+        let normal = self.b.ins().bitcast(types::F32, super::lanes(), normal);
+        let sub = self.b.ins().fcvt_from_sint(types::F32, man);
+        let k = self.b.ins().f32const(1.0 / 1024.0);
+        let sub = self.b.ins().fmul(sub, k);
+        let is_sub = self.b.ins().icmp_imm_s(IntCC::Equal, exp, 0);
+        let v = self.b.ins().select(is_sub, sub, normal);
+        let zero = self.b.ins().f32const(0.0);
+        let z0 = self.b.ins().icmp_imm_s(IntCC::Equal, x, 0);
+        let z7 = self.b.ins().icmp_imm_s(IntCC::Equal, x, 0x7F);
+        let z = self.b.ins().bor(z0, z7);
+        self.b.ins().select(z, zero, v)
+    }
+
     /// gguf-py's `e8m0_to_fp32_half` of the byte `e` (I32): `2^(e - 128)` from bits.
     fn e8m0_half(&mut self, e: Value) -> Value {
         let small = self.b.ins().iconst(types::I32, 0x0020_0000);

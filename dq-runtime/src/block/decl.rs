@@ -33,6 +33,26 @@ pub struct BlockDecl {
     pub outputs: &'static [u16],
     /// The element formula.
     pub formula: BlockFormula,
+    /// A codebook row per run, added to the integer (the IQ2 types).
+    pub grid: Option<Grid>,
+}
+
+/// A codebook lookup per run of inner elements: the run's row of `table` (its index
+/// assembled from `index` fields), lane `l` for the run's element `l`, negated
+/// where bit `l` of the run's sign mask is set. The mask is assembled from `signs`
+/// fields, then looked up in `sign_table` where there is one (ggml's
+/// `ksigns_iq2xs`). Index and sign fields are constant over a run (their innermost
+/// strides are 0) and may span bytes (up to 16 bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// Rows of `inner()` lanes.
+    pub table: &'static Table,
+    /// The fields assembling a run's row index.
+    pub index: &'static [Field],
+    /// The fields assembling a run's sign mask (or its index into `sign_table`).
+    pub signs: &'static [Field],
+    /// The sign masks, one lane each, where the mask is looked up.
+    pub sign_table: Option<&'static Table>,
 }
 
 /// A strided bit field of the block's bytes: for digits `d`, `bits` bits from bit
@@ -54,10 +74,25 @@ pub struct Field {
     pub bits: u8,
     /// The field is a two's-complement signed value.
     pub signed: bool,
-    /// The field indexes this table (MXFP4's doubled e2m1 values).
-    pub lut: Option<&'static [i8; 16]>,
+    /// The field's bits index this table (MXFP4's doubled e2m1 values, IQ4's
+    /// non-linear levels): the element's integer is the entry, not the bits.
+    pub table: Option<&'static Table>,
     /// Where the field lands in the integer (shifted left by `at`).
     pub at: u8,
+}
+
+/// A `'static` table of signed bytes, copied verbatim from its source (named in the
+/// table's doc), in rows of `lanes` values. A [`Field`] of `bits` bits indexes a
+/// one-lane table of one entry per bit pattern (`values.len() == 1 << bits`); a
+/// [`Grid`] indexes rows of as many lanes as a run has elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Table {
+    /// The table's name in its source (`kvalues_iq4nl`).
+    pub name: &'static str,
+    /// Row `v`, lane `l`: `values[v * lanes + l]`.
+    pub values: &'static [i8],
+    /// Values per row.
+    pub lanes: usize,
 }
 
 /// An operation of the parameter program (per group `g`); operands index earlier
@@ -83,6 +118,28 @@ pub enum ParamNode {
         /// Sign-extend from `bits`.
         signed: bool,
     },
+    /// Integer: `bits` bits from bit `shift * g` of the little-endian bytes at
+    /// `at` (IQ4_XS's 4-bit `scales_l` and 2-bit `scales_h` of group `g`); a
+    /// group's bits never cross a byte.
+    GroupBits {
+        /// First byte.
+        at: usize,
+        /// Bits per group.
+        shift: u8,
+        /// Width in bits.
+        bits: u8,
+    },
+    /// The f32 at byte `at` (Q8_K's `d`), bits as stored.
+    F32(usize),
+    /// The unsigned e4m3 byte at `at + g` as gguf-py's NVFP4 `ue4m3_to_fp32`
+    /// (halved; 0 for the bytes 0 and 0x7F; the top bit ignored).
+    Ue4m3Half(usize),
+    /// Integer `a | (b << k)`.
+    OrShl(u16, u16, u8),
+    /// The f32 of these bits (a constant).
+    Const(u32),
+    /// f32 `a + b`.
+    Add(u16, u16),
     /// Integer: the 6-bit packed scale (`min: false`) or min of group `g` of
     /// Q4_K/Q5_K, from the 12 bytes at `at` (gguf-py's `get_scale_min`).
     K4ScaleMin {
@@ -176,8 +233,84 @@ impl BlockDecl {
             }
             o += 1;
         }
+        if let Some(g) = &self.grid
+            && let Err(e) = g.check(self.digits, self.block_bytes)
+        {
+            return Err(e);
+        }
         check_formula(self.formula.nodes, self.outputs.len())
     }
+}
+
+impl Grid {
+    /// Rows and sign masks are in their tables for every bit pattern of the
+    /// fields, a row has one lane per element of a run, the fields are constant
+    /// over a run and inside the block.
+    const fn check(&self, digits: &[usize], block_bytes: usize) -> Result<(), &'static str> {
+        let inner = digits[digits.len() - 1];
+        let bits = match run_fields(self.index, digits, block_bytes) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        if self.table.lanes != inner || self.table.values.len() != inner << bits {
+            return Err("grid: a row per index pattern, a lane per run element");
+        }
+        let sign_bits = match run_fields(self.signs, digits, block_bytes) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        match self.sign_table {
+            Some(t) if t.lanes != 1 || t.values.len() != 1 << sign_bits => {
+                Err("grid: one sign mask per sign pattern")
+            }
+            None if sign_bits > inner => Err("grid: more sign bits than run elements"),
+            _ if inner > 8 => Err("grid: a sign mask is one byte"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks run-constant fields (innermost strides 0, at most 16 bits from the
+/// field's byte, inside the block, landing side by side from bit 0) and returns
+/// how many bits they assemble.
+const fn run_fields(
+    fields: &[Field],
+    digits: &[usize],
+    block_bytes: usize,
+) -> Result<usize, &'static str> {
+    let n = digits.len();
+    let mut total = 0;
+    let mut f = 0;
+    while f < fields.len() {
+        let x = &fields[f];
+        if x.byte_stride.len() != n || x.shift_stride.len() != n {
+            return Err("field strides: one per digit");
+        }
+        if x.byte_stride[n - 1] != 0 || x.shift_stride[n - 1] != 0 || x.table.is_some() || x.signed
+        {
+            return Err("grid field: plain and constant over a run");
+        }
+        let (mut byte, mut shift) = (x.byte, x.shift as usize);
+        let mut k = 0;
+        while k < n {
+            byte += (digits[k] - 1) * x.byte_stride[k];
+            shift += (digits[k] - 1) * x.shift_stride[k] as usize;
+            k += 1;
+        }
+        let end = shift + x.bits as usize;
+        if x.bits == 0 || x.bits > 16 || end > 32 || byte + (end - 1) / 8 >= block_bytes {
+            return Err("grid field outside the block or over 16 bits");
+        }
+        if x.at as usize != total {
+            return Err("grid fields land side by side from bit 0");
+        }
+        total += x.bits as usize;
+        f += 1;
+    }
+    if total > 16 {
+        return Err("grid index over 16 bits");
+    }
+    Ok(total)
 }
 
 /// Most elements per block a declaration may have.
@@ -208,8 +341,13 @@ impl Field {
         if self.byte_stride.len() != n || self.shift_stride.len() != n {
             return Err("field strides: one per digit");
         }
-        if self.bits == 0 || self.bits > 8 || (self.lut.is_some() && self.bits > 4) {
+        if self.bits == 0 || self.bits > 8 {
             return Err("field width");
+        }
+        if let Some(t) = self.table
+            && (t.values.len() != 1 << self.bits || self.signed || t.lanes != 1)
+        {
+            return Err("table: one entry per bit pattern of an unsigned field");
         }
         let (mut byte, mut shift) = (self.byte, self.shift as usize);
         let mut k = 0;
@@ -251,6 +389,15 @@ const fn check_params(p: &[ParamNode], groups: usize, bytes: usize) -> Result<()
     while i < p.len() {
         let ok = match p[i] {
             ParamNode::F16(at) => at + 2 <= bytes,
+            ParamNode::F32(at) => at + 4 <= bytes,
+            ParamNode::Ue4m3Half(at) => at + groups <= bytes,
+            ParamNode::GroupBits { at, shift, bits } => {
+                let last = shift as usize * (groups - 1);
+                bits > 0 && bits <= 8 && 8 % bits == 0 && shift % bits == 0 && at + last / 8 < bytes
+            }
+            ParamNode::OrShl(a, b, k) => (a as usize) < i && (b as usize) < i && k < 16,
+            ParamNode::Const(_) => true,
+            ParamNode::Add(a, b) => (a as usize) < i && (b as usize) < i,
             ParamNode::E8m0Half(at) => at < bytes,
             ParamNode::Byte {
                 at,

@@ -127,10 +127,15 @@ fn fused_run<D: Block>(
             run[k][..out.len()].copy_from_slice(&block[base[k]..base[k] + out.len()]);
         }
     }
+    let (row, mask) = grid_row(d, block, r);
     let mut vals = [0f32; MAX_RUN];
     let vals = &mut vals[..out.len()];
     for (l, y) in vals.iter_mut().enumerate() {
         let mut q = d.offset;
+        if d.grid.is_some() {
+            let v = i32::from(row[l]);
+            q += if (mask >> l) & 1 != 0 { -v } else { v };
+        }
         for (k, f) in d.fields.iter().enumerate() {
             let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
             let v = if f.wide(d.digits) {
@@ -149,6 +154,38 @@ fn fused_run<D: Block>(
     } else {
         out.copy_from_slice(vals);
     }
+}
+
+/// Run `r`'s row of the declaration's grid (its lanes; empty without a grid) and
+/// its sign mask (bit `l` set: lane `l` negated).
+#[inline(always)]
+fn grid_row(d: &BlockDecl, block: &[u8], r: usize) -> (&'static [i8], u32) {
+    let Some(g) = d.grid else {
+        return (&[], 0);
+    };
+    let inner = d.inner();
+    let idx = run_bits(d, g.index, block, r);
+    let signs = run_bits(d, g.signs, block, r);
+    // `BlockDecl::check`: a row per index pattern, a mask per sign pattern.
+    let mask = match g.sign_table {
+        Some(t) => u32::from(t.values[signs] as u8),
+        None => signs as u32,
+    };
+    (&g.table.values[idx * inner..][..inner], mask)
+}
+
+/// The run-constant fields `fields` of run `r`, assembled (see
+/// [`Grid`](super::decl::Grid)).
+#[inline(always)]
+fn run_bits(d: &BlockDecl, fields: &[super::decl::Field], block: &[u8], r: usize) -> usize {
+    let mut v = 0;
+    for f in fields {
+        let byte = f.byte + dot(d.digits, f.byte_stride, r);
+        let shift = usize::from(f.shift) + dot_u8(d.digits, f.shift_stride, r);
+        let w = window(block, byte + shift / 8) >> (shift % 8);
+        v |= ((w & ((1 << f.bits) - 1)) as usize) << f.at;
+    }
+    v
 }
 
 /// `out = vals` by non-temporal 16-byte stores (`stream_ok` checked the alignment
@@ -171,11 +208,12 @@ fn stream_run(out: &mut [f32], vals: &[f32]) {
 /// or as they are).
 #[inline(always)]
 fn field_value(f: &super::decl::Field, v: i32) -> i32 {
-    match (f.lut, f.signed) {
-        (Some(t), _) => {
+    match (f.table, f.signed) {
+        (Some(t), _) if t.values.len() == 16 => {
             // The table as four 32-bit words, an entry picked by selects and a
             // shift: vectorizes in 32-bit lanes, without the gathers an indexed
             // load becomes (slow on AMD Zen 4).
+            let t = t.values;
             let word = |h: usize| u32::from_le_bytes(core::array::from_fn(|i| t[4 * h + i] as u8));
             let (lo, hi) = if v & 4 != 0 {
                 (word(1), word(3))
@@ -185,6 +223,8 @@ fn field_value(f: &super::decl::Field, v: i32) -> i32 {
             let w = if v & 8 != 0 { hi } else { lo };
             i32::from((w >> (8 * (v & 3))) as u8 as i8)
         }
+        // `BlockDecl::check`: one entry per bit pattern, and `v` is masked to them.
+        (Some(t), _) => i32::from(t.values[v as usize]),
         (None, true) => (v << (32 - f.bits)) >> (32 - f.bits),
         (None, false) => v,
     }

@@ -4,9 +4,13 @@
 use super::BlockKernel;
 use super::decl::{BlockDecl, BlockFormula, BlockNode as N, Field, ParamNode as P};
 use super::plain::{Bf16, F16, F32};
+use super::tables::KVALUES_MXFP4;
+
+mod tables;
+pub use tables::{IQ2_S, IQ2_XS, IQ2_XXS, IQ4_NL, IQ4_XS, NVFP4, Q8_K, TQ2_0};
 
 /// A nibble or crumb of the block's bytes (no table, not signed).
-const fn field(
+pub(super) const fn field(
     byte: usize,
     byte_stride: &'static [usize],
     shift_stride: &'static [u8],
@@ -20,13 +24,13 @@ const fn field(
         shift_stride,
         bits,
         signed: false,
-        lut: None,
+        table: None,
         at,
     }
 }
 
 /// `Param(0) * float(q)`.
-const D_TIMES_Q: BlockFormula = BlockFormula {
+pub(super) const D_TIMES_Q: BlockFormula = BlockFormula {
     nodes: &[N::Q, N::Float(0), N::Param(0), N::Mul(2, 1)],
 };
 /// `(Param(0) * float(q)) + Param(1)`.
@@ -65,6 +69,7 @@ pub const Q4_0: BlockDecl = BlockDecl {
     params: &[P::F16(0)],
     outputs: &[0],
     formula: D_TIMES_Q,
+    grid: None,
 };
 
 /// Q4_1: `(d * qs) + m`.
@@ -96,6 +101,7 @@ pub const Q5_0: BlockDecl = BlockDecl {
     params: &[P::F16(0)],
     outputs: &[0],
     formula: D_TIMES_Q,
+    grid: None,
 };
 
 /// Q5_1: `(d * (ql | qh << 4)) + m`.
@@ -131,6 +137,7 @@ pub const Q8_0: BlockDecl = BlockDecl {
     formula: BlockFormula {
         nodes: &[N::Q, N::Float(0), N::Param(0), N::Mul(1, 2)],
     },
+    grid: None,
 };
 
 /// Q2_K: `dl * qs - ml`, `dl = d * (scales & 0xF)`, `ml = dmin * (scales >> 4)`;
@@ -169,6 +176,7 @@ pub const Q2_K: BlockDecl = BlockDecl {
     ],
     outputs: &[4, 7],
     formula: D_Q_MINUS_M,
+    grid: None,
 };
 
 /// Q3_K: `dl * q`, `dl = d * (scale - 32)`, `q = ql - ((hmask bit ^ 1) << 2)`,
@@ -217,6 +225,7 @@ pub const Q4_K: BlockDecl = BlockDecl {
     ],
     outputs: &[4, 7],
     formula: D_Q_MINUS_M,
+    grid: None,
 };
 
 /// Q5_K: Q4_K with a fifth bit: bit `2 p + h` of `qh` byte `16 + l`.
@@ -259,17 +268,15 @@ pub const Q6_K: BlockDecl = BlockDecl {
     ],
     outputs: &[3],
     formula: D_TIMES_Q,
+    grid: None,
 };
-
-/// MXFP4's e2m1 values, doubled (gguf-py's `kvalues`).
-pub const KVALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// MXFP4: `d * kvalues[nibble]`, `d = e8m0_to_fp32_half(e)`.
 pub const MXFP4: BlockDecl = BlockDecl {
     name: "MXFP4",
     block_bytes: 17,
     fields: &[Field {
-        lut: Some(&KVALUES),
+        table: Some(&KVALUES_MXFP4),
         ..field(1, &[0, 1], &[4, 0], 4, 0)
     }],
     offset: 0,
@@ -278,8 +285,9 @@ pub const MXFP4: BlockDecl = BlockDecl {
 };
 
 /// Every declared block type.
-pub const ALL: [&BlockDecl; 11] = [
-    &Q4_0, &Q4_1, &Q5_0, &Q5_1, &Q8_0, &Q2_K, &Q3_K, &Q4_K, &Q5_K, &Q6_K, &MXFP4,
+pub const ALL: [&BlockDecl; 19] = [
+    &Q4_0, &Q4_1, &Q5_0, &Q5_1, &Q8_0, &Q2_K, &Q3_K, &Q4_K, &Q5_K, &Q6_K, &MXFP4, &IQ4_NL, &IQ4_XS,
+    &TQ2_0, &Q8_K, &NVFP4, &IQ2_XXS, &IQ2_XS, &IQ2_S,
 ];
 
 const _: () = {
@@ -314,11 +322,12 @@ macro_rules! kernels {
 }
 
 kernels!(
-    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4
+    Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS, TQ2_0, Q8_K,
+    NVFP4, IQ2_XXS, IQ2_XS, IQ2_S
 );
 
 /// The kernel of GGUF type `name` (its GGUF spelling: `Q4_K`, `BF16`, ...), for
-/// the 14 types dq decodes.
+/// the 22 types dq decodes.
 pub fn kernel(name: &str) -> Option<&'static BlockKernel> {
     KERNELS.iter().find(|k| k.name == name)
 }

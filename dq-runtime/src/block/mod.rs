@@ -22,11 +22,12 @@ pub mod gguf;
 mod params;
 mod plain;
 pub mod race;
+pub mod tables;
 
 pub use crate::convert::f16_to_f32;
-pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, ParamNode};
+pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, Grid, ParamNode, Table};
 pub use driver::{Block, MAX_RUN, form};
-pub use params::e8m0_half;
+pub use params::{e8m0_half, ue4m3_half};
 
 use crate::arch::{self, Isa};
 

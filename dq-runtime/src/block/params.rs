@@ -15,6 +15,23 @@ pub const fn e8m0_half(e: u8) -> f32 {
     })
 }
 
+/// gguf-py's NVFP4 `ue4m3_to_fp32` of byte `x`: `man * 2^-9` (exponent 0) or
+/// `(1 + man / 8) * 2^(exp - 7)`, halved; 0 for the bytes 0 and 0x7F. Every value
+/// is exact in f32, so it is built from its bits (the top bit of `x` is ignored).
+#[inline(always)]
+pub const fn ue4m3_half(x: u8) -> f32 {
+    let (exp, man) = ((x as u32 >> 3) & 0xF, x as u32 & 7);
+    if x == 0 || x == 0x7F {
+        return 0.0;
+    }
+    if exp == 0 {
+        // man * 2^-10: an f32 normal with man's top bit as its leading one.
+        man as f32 / 1024.0
+    } else {
+        f32::from_bits(((exp + 119) << 23) | (man << 20))
+    }
+}
+
 /// Q4_K/Q5_K's 6-bit scale (or min) `j` from 12 bytes (gguf-py `get_scale_min`).
 #[inline(always)]
 fn k4_scale_min(s: &[u8; 12], j: usize, min: bool) -> u8 {
@@ -77,6 +94,18 @@ pub(crate) fn eval(d: &BlockDecl, block: &[u8], out: &mut [[f32; MAX_PARAMS]]) {
                     floats[i] = f16_to_f32(u16::from_le_bytes([block[at], block[at + 1]]));
                 }
                 ParamNode::E8m0Half(at) => floats[i] = e8m0_half(block[at]),
+                ParamNode::F32(at) => {
+                    let b = [block[at], block[at + 1], block[at + 2], block[at + 3]];
+                    floats[i] = f32::from_le_bytes(b);
+                }
+                ParamNode::Ue4m3Half(at) => floats[i] = ue4m3_half(block[at + g]),
+                ParamNode::GroupBits { at, shift, bits } => {
+                    let bit = usize::from(shift) * g;
+                    ints[i] = bits_of(block[at + bit / 8], (bit % 8) as u8, bits, false);
+                }
+                ParamNode::OrShl(a, b, k) => ints[i] = ints[a as usize] | (ints[b as usize] << k),
+                ParamNode::Const(bits) => floats[i] = f32::from_bits(bits),
+                ParamNode::Add(a, b) => floats[i] = floats[a as usize] + floats[b as usize],
                 ParamNode::Byte {
                     at,
                     stride,
@@ -112,6 +141,21 @@ mod tests {
         assert_eq!(e8m0_half(1), 2f32.powi(-127));
         assert_eq!(e8m0_half(128), 1.0);
         assert_eq!(e8m0_half(255), 2f32.powi(127));
+    }
+
+    #[test]
+    fn ue4m3_half_as_gguf_py() {
+        // gguf-py: exp 0 -> man * 2^-9; else (1 + man / 8) * 2^(exp - 7); all * 0.5.
+        assert_eq!(ue4m3_half(0), 0.0);
+        assert_eq!(ue4m3_half(0x7F), 0.0);
+        assert_eq!(ue4m3_half(0x80), 0.0);
+        assert_eq!(ue4m3_half(1), 2f32.powi(-10));
+        assert_eq!(ue4m3_half(7), 7.0 * 2f32.powi(-10));
+        assert_eq!(ue4m3_half(0x38), 0.5);
+        assert_eq!(ue4m3_half(0x3C), 0.75);
+        assert_eq!(ue4m3_half(0x7E), 1.75 * 256.0 * 0.5);
+        assert_eq!(ue4m3_half(0xFF), 1.875 * 256.0 * 0.5);
+        assert_eq!(ue4m3_half(0xB8), 0.5);
     }
 
     #[test]

@@ -13,6 +13,9 @@
 use super::error::{GgufError, Result};
 use super::types::GgmlType;
 
+mod tables;
+pub use tables::ue4m3_to_f32_half;
+
 /// Decodes `bytes`, whole blocks of type `ty`, into `out` (one f32 per element).
 ///
 /// # Errors
@@ -69,6 +72,14 @@ pub(crate) fn decode(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::Q5_K => blocks(bytes, out, q5_k),
         GgmlType::Q6_K => blocks(bytes, out, q6_k),
         GgmlType::MXFP4 => blocks(bytes, out, mxfp4),
+        GgmlType::IQ4_NL => blocks(bytes, out, tables::iq4_nl),
+        GgmlType::IQ4_XS => blocks(bytes, out, tables::iq4_xs),
+        GgmlType::NVFP4 => blocks(bytes, out, tables::nvfp4),
+        GgmlType::TQ2_0 => blocks(bytes, out, tables::tq2_0),
+        GgmlType::Q8_K => blocks(bytes, out, tables::q8_k),
+        GgmlType::IQ2_XXS => blocks(bytes, out, tables::iq2_xxs),
+        GgmlType::IQ2_XS => blocks(bytes, out, tables::iq2_xs),
+        GgmlType::IQ2_S => blocks(bytes, out, tables::iq2_s),
         // `dequantize` checked `is_supported`, which is false for every other type.
         _ => {}
     }
@@ -424,7 +435,7 @@ mod tests {
             Err(GgufError::Length { .. })
         ));
         assert!(matches!(
-            dequantize(GgmlType::IQ4_NL, &[0; 18], &mut out),
+            dequantize(GgmlType::TQ1_0, &[0; 54], &mut [0f32; 256]),
             Err(GgufError::UnsupportedType { .. })
         ));
         dequantize(GgmlType::Q4_0, &[0; 18], &mut out).unwrap();

@@ -115,20 +115,20 @@ impl GgmlType {
             Q4_K => row("Q4_K", QK_K, 2 + 2 + QK_K / 2 + 12, true),
             Q5_K => row("Q5_K", QK_K, 2 + 2 + QK_K / 2 + QK_K / 8 + 12, true),
             Q6_K => row("Q6_K", QK_K, 2 + QK_K / 2 + QK_K / 4 + QK_K / 16, true),
-            Q8_K => row("Q8_K", QK_K, 4 + QK_K + QK_K / 8, false),
-            IQ2_XXS => row("IQ2_XXS", QK_K, 2 + QK_K / 4, false),
-            IQ2_XS => row("IQ2_XS", QK_K, 2 + QK_K / 4 + QK_K / 32, false),
+            Q8_K => row("Q8_K", QK_K, 4 + QK_K + QK_K / 8, true),
+            IQ2_XXS => row("IQ2_XXS", QK_K, 2 + QK_K / 4, true),
+            IQ2_XS => row("IQ2_XS", QK_K, 2 + QK_K / 4 + QK_K / 32, true),
             IQ3_XXS => row("IQ3_XXS", QK_K, 2 + QK_K / 4 + QK_K / 8, false),
             IQ1_S => row("IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16, false),
-            IQ4_NL => row("IQ4_NL", 32, 2 + 16, false),
+            IQ4_NL => row("IQ4_NL", 32, 2 + 16, true),
             IQ3_S => row(
                 "IQ3_S",
                 QK_K,
                 2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4,
                 false,
             ),
-            IQ2_S => row("IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, false),
-            IQ4_XS => row("IQ4_XS", QK_K, 2 + 2 + QK_K / 2 + QK_K / 64, false),
+            IQ2_S => row("IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, true),
+            IQ4_XS => row("IQ4_XS", QK_K, 2 + 2 + QK_K / 2 + QK_K / 64, true),
             I8 => row("I8", 1, 1, false),
             I16 => row("I16", 1, 2, false),
             I32 => row("I32", 1, 4, false),
@@ -137,9 +137,9 @@ impl GgmlType {
             IQ1_M => row("IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32, false),
             BF16 => row("BF16", 1, 2, true),
             TQ1_0 => row("TQ1_0", QK_K, 2 + 4 * 13, false),
-            TQ2_0 => row("TQ2_0", QK_K, 2 + 64, false),
+            TQ2_0 => row("TQ2_0", QK_K, 2 + 64, true),
             MXFP4 => row("MXFP4", 32, 1 + 16, true),
-            NVFP4 => row("NVFP4", 64, 4 + 32, false),
+            NVFP4 => row("NVFP4", 64, 4 + 32, true),
             Q1_0 => row("Q1_0", 128, 2 + 16, false),
         }
     }
@@ -214,7 +214,8 @@ mod tests {
             supported,
             [
                 "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
-                "Q5_K", "Q6_K", "BF16", "MXFP4"
+                "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ4_NL", "IQ2_S", "IQ4_XS", "BF16",
+                "TQ2_0", "MXFP4", "NVFP4"
             ]
         );
     }

@@ -46,7 +46,7 @@ fn inspect_prints_tensors_and_metadata() {
     let text = String::from_utf8(o.stdout).unwrap();
     let line = text
         .lines()
-        .find(|l| l.starts_with("iq4_nl.unsupported"))
+        .find(|l| l.starts_with("q1_0.unsupported"))
         .unwrap();
     assert!(line.ends_with(" no"), "{line}");
     assert!(
