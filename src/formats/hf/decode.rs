@@ -4,7 +4,7 @@
 use dq_runtime::Backend;
 
 use super::error::{HfError, Result};
-use super::linear::QuantLinear;
+use super::linear::{QuantLinear, Scheme};
 use super::reference;
 use crate::Options;
 use crate::formats::element::{self, Element};
@@ -56,6 +56,9 @@ impl QuantLinear<'_> {
             };
             opts.scope(|| element::split(out, self.k(), opts.threads(), &decode));
             return Ok(());
+        }
+        if let Scheme::Float { .. } = self.scheme() {
+            return super::float::dequantize(self, out, opts);
         }
         let plan = self.plan()?;
         let key = || {

@@ -27,6 +27,9 @@ mod config;
 mod decode;
 mod error;
 mod file;
+mod float;
+mod float_build;
+mod float_config;
 mod linear;
 mod plan;
 pub use super::race;
@@ -35,6 +38,8 @@ pub mod reference;
 pub use checkpoint::{Checkpoint, TensorRef};
 pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
 pub use error::{HfError, Result};
+pub use float::FloatFormat;
+pub use float_config::FloatScales;
 pub use linear::{QuantLinear, Scheme};
 /// The safetensors element type of a [`TensorRef`].
 pub use safetensors::Dtype;
