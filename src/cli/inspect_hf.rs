@@ -37,12 +37,14 @@ fn scale_layout(l: &QuantLinear<'_>) -> String {
         Scheme::CompressedTensors { .. } => "[N, G]".into(),
         Scheme::Float {
             block_n, block_k, ..
-        } if block_n >= l.n() && block_k >= l.k() => format!("per tensor{global}"),
+        } if block_n as usize >= l.n() && block_k as usize >= l.k() => {
+            format!("per tensor{global}")
+        }
         Scheme::Float {
             block_n: 1,
             block_k,
             ..
-        } if block_k >= l.k() => format!("per channel{global}"),
+        } if block_k as usize >= l.k() => format!("per channel{global}"),
         Scheme::Float {
             block_n: 1,
             block_k,

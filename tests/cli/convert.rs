@@ -429,7 +429,12 @@ fn hf_convert_runs_the_jit() {
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|w| w.parse().ok())
             .collect();
-        assert!(n.len() >= 2 && n[0] >= 1, "{case}: {summary}");
+        // Float weights (FP8, NVFP4) run elementwise plans, whose kernels the summary's
+        // linear-kernel counts do not include.
+        let float = ["fp8-", "ct-fp8-", "ct-nvfp4", "modelopt-"]
+            .iter()
+            .any(|p| case.starts_with(p));
+        assert!(n.len() >= 2 && (float || n[0] >= 1), "{case}: {summary}");
         for dtype in ["f32", "bf16", "f16"] {
             let (bytes, _) = convert_ok(&path, &["--backend", "jit", "--dtype", dtype]);
             check_hf(&bytes, &path, dtype);

@@ -90,8 +90,8 @@ fn every_float_linear_on_every_backend_equals_its_reference() {
             let what = format!("{case} {prefix}");
             let scheme = Scheme::Float {
                 format,
-                block_n: bn,
-                block_k: bk,
+                block_n: bn as u32,
+                block_k: bk as u32,
             };
             assert_eq!(l.scheme(), scheme, "{what}");
             assert_eq!((l.n(), l.k(), l.groups()), (n, k, k.div_ceil(bk)), "{what}");
@@ -329,6 +329,49 @@ fn malformed_fp8_checkpoints_are_one_line_errors() {
             e => panic!("{e}"),
         }
     }
+    // compressed-tensors float weights dq does not read: act-order, asymmetric,
+    // NVFP4 with another group size.
+    let w = |q: &mut serde_json::Value| q["config_groups"]["group_0"]["weights"].clone();
+    for (case, key, value) in [
+        ("ct-fp8-group", "actorder", serde_json::json!("group")),
+        ("ct-fp8-channel", "symmetric", serde_json::json!(false)),
+        ("ct-nvfp4", "group_size", serde_json::json!(32)),
+    ] {
+        let set = move |q: &mut serde_json::Value| {
+            let mut weights = w(q);
+            weights[key] = value;
+            q["config_groups"]["group_0"]["weights"] = weights;
+        };
+        match err(open_edited(case, |_| {}, set)) {
+            HfError::UnsupportedConfig { field, .. } => assert_eq!(field, key, "{case}"),
+            e => panic!("{case}: {e}"),
+        }
+    }
+    // NVFP4 scales that do not cover the weight, and a global scale of two values.
+    let short = |t: &mut Vec<Tensor>| {
+        let s = t
+            .iter_mut()
+            .find(|x| x.0 == format!("{UP}.weight_scale"))
+            .unwrap();
+        s.2 = vec![20, 3];
+        s.3.truncate(60);
+    };
+    assert!(matches!(
+        err(open_edited("ct-nvfp4", short, |_| {})),
+        HfError::WrongShape { .. }
+    ));
+    let two = |t: &mut Vec<Tensor>| {
+        let g = t
+            .iter_mut()
+            .find(|x| x.0 == format!("{UP}.weight_global_scale"))
+            .unwrap();
+        g.2 = vec![2];
+        g.3.extend_from_slice(&1f32.to_le_bytes());
+    };
+    assert!(matches!(
+        err(open_edited("ct-nvfp4", two, |_| {})),
+        HfError::WrongShape { .. }
+    ));
     let missing = |q: &mut serde_json::Value| {
         q.as_object_mut().unwrap().remove("weight_block_size");
     };

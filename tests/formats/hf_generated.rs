@@ -252,7 +252,9 @@ fn randomize(tensors: &mut Vec<Tensor>, config: &QuantConfig, rng: &mut Rng) {
             };
             extra.push((format!("{UP}.weight_shape"), sd, vec![2], shape));
         }
-        other => panic!("{other:?}: not a packed-integer fixture (hf_float.rs tests float weights)"),
+        other => {
+            panic!("{other:?}: not a packed-integer fixture (hf_float.rs tests float weights)")
+        }
     }
     put.extend(extra);
     for t in put {

@@ -20,6 +20,8 @@ impl QuantLinear<'_> {
     /// and `Auto` through its plan ([`QuantLinear::plan`], the generated backend's
     /// tiled driver), `Jit` through the same plan compiled per linear shape by
     /// Cranelift (`dq_jit::linear`), `Reference` through [`reference`](mod@reference).
+    /// Float weights ([`Scheme::Float`]: FP8, NVFP4) run as the runtime's
+    /// elementwise plan instead, on the backend asked for.
     /// `Auto` races the generated driver and the JIT on the first large calls of
     /// each kind of linear and keeps the faster ([`race`](crate::formats::race)).
     ///

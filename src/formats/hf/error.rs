@@ -263,7 +263,7 @@ pub enum HfError {
         /// The linear's prefix.
         linear: String,
         /// What the runtime said.
-        source: dq_runtime::Error,
+        source: Box<dq_runtime::Error>,
     },
     /// An output buffer whose length is not the weight's `N * K`.
     #[error("linear {linear}: output holds {got} elements, the weight has {expected}")]

@@ -84,7 +84,12 @@ fn layout(l: &QuantLinear<'_>) -> Option<(FloatFormat, usize, usize, f32)> {
             format,
             block_n,
             block_k,
-        } => Some((format, block_n, block_k, l.global_scale().unwrap_or(1.0))),
+        } => Some((
+            format,
+            block_n as usize,
+            block_k as usize,
+            l.global_scale().unwrap_or(1.0),
+        )),
         _ => None,
     }
 }
@@ -144,18 +149,25 @@ pub(super) fn dequantize<T: Element>(
         .select(opts.backend(), &first)
         .map_err(|e| bands.error(e))?;
     let failed = Mutex::new(None);
-    let decode = |rows: Range<usize>, buf: &mut [f32]| {
-        if let Err(e) = bands.rows(kernel, rows, buf) {
+    let decode = |rows: Range<usize>, part: &mut [T]| {
+        let done = match T::as_f32_mut(part) {
+            Some(f32s) => bands.rows(kernel, rows, f32s),
+            None => bands.rows_rounded(kernel, rows, part),
+        };
+        if let Err(e) = done {
             let mut slot = failed.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(e);
         }
     };
-    opts.scope(|| element::split(out, k, opts.threads(), &decode));
+    opts.scope(|| element::split_direct(out, k, opts.threads(), &decode));
     match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None => Ok(()),
     }
 }
+
+/// f32 elements decoded per plan for a 16-bit output (a thread's buffer, in L2).
+const PIECE: usize = 1 << 16;
 
 /// What every plan over a run of rows shares.
 struct Bands<'a, 'l> {
@@ -171,7 +183,7 @@ impl Bands<'_, '_> {
     fn error(&self, source: dq_runtime::Error) -> HfError {
         HfError::Runtime {
             linear: self.l.name().to_owned(),
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -188,6 +200,28 @@ impl Bands<'_, '_> {
             &TensorDesc::new(DType::F32, &shape),
         )
         .map_err(|e| self.error(e))
+    }
+
+    /// Rows `rows` into a 16-bit `out`: runs of rows decoded into an f32 buffer of
+    /// about [`PIECE`] elements, then rounded once.
+    fn rows_rounded<T: Element>(
+        &self,
+        kernel: &dyn dq_runtime::Kernel,
+        rows: Range<usize>,
+        out: &mut [T],
+    ) -> Result<()> {
+        let k = self.l.k();
+        let step = (PIECE / k).max(1);
+        let mut buf = vec![0f32; step.min(rows.len()) * k];
+        for (i, chunk) in out.chunks_mut(step * k).enumerate() {
+            let start = rows.start + i * step;
+            let buf = &mut buf[..chunk.len()];
+            self.rows(kernel, start..start + chunk.len() / k, buf)?;
+            for (o, &y) in chunk.iter_mut().zip(buf.iter()) {
+                *o = T::from_f32(y);
+            }
+        }
+        Ok(())
     }
 
     /// Rows `rows` into `buf`: a plan for the rows up to the first band boundary,

@@ -37,7 +37,7 @@ pub(super) fn fp8(t: &Tensors<'_, '_>, block: [usize; 2]) -> Result<LinearInfo> 
     let [n, k] = rank2(&weight)?;
     let scales = t.require("weight_scale_inv", FP8_SCALES)?;
     shape(&scales, &[n.div_ceil(block[0]), k.div_ceil(block[1])])?;
-    Ok(info(
+    info(
         FloatFormat::Fp8,
         [n, k],
         block,
@@ -45,7 +45,7 @@ pub(super) fn fp8(t: &Tensors<'_, '_>, block: [usize; 2]) -> Result<LinearInfo> 
         &scales,
         None,
         FP8_FIELDS,
-    ))
+    )
 }
 
 /// compressed-tensors `float-quantized`: `weight` `[N, K]`, `weight_scale` as `scales`.
@@ -63,7 +63,7 @@ pub(super) fn ct_fp8(t: &Tensors<'_, '_>, scales: FloatScales) -> Result<LinearI
     if !(scales == FloatScales::Tensor && s.shape().is_empty()) {
         shape(&s, &want)?;
     }
-    Ok(info(
+    info(
         FloatFormat::CtFp8,
         [n, k],
         block,
@@ -71,7 +71,7 @@ pub(super) fn ct_fp8(t: &Tensors<'_, '_>, scales: FloatScales) -> Result<LinearI
         &s,
         None,
         CT_FP8_FIELDS,
-    ))
+    )
 }
 
 /// NVFP4: `packed` U8 `[N, K/2]`, `weight_scale` F8_E4M3 `[N, K/16]`, a global f32.
@@ -98,7 +98,7 @@ pub(super) fn nvfp4(t: &Tensors<'_, '_>, format: FloatFormat) -> Result<LinearIn
         shape(&g, &[1])?;
     }
     let value = float::scale(g, 0);
-    Ok(info(
+    info(
         format,
         [n, k],
         [1, 16],
@@ -106,7 +106,7 @@ pub(super) fn nvfp4(t: &Tensors<'_, '_>, format: FloatFormat) -> Result<LinearIn
         &scales,
         Some(value),
         fields,
-    ))
+    )
 }
 
 fn info(
@@ -117,12 +117,20 @@ fn info(
     scales: &TensorRef<'_>,
     global_scale: Option<f32>,
     fields: &'static [&'static str],
-) -> LinearInfo {
-    LinearInfo {
+) -> Result<LinearInfo> {
+    // Blocks are u32 in the scheme: a larger one (a per-tensor scale over more than
+    // 2^32 rows or inputs) is refused, not truncated.
+    let size = |b: usize| {
+        u32::try_from(b).map_err(|_| HfError::InvalidConfigField {
+            field: "block size",
+            value: b.to_string(),
+        })
+    };
+    Ok(LinearInfo {
         scheme: Scheme::Float {
             format,
-            block_n,
-            block_k,
+            block_n: size(block_n)?,
+            block_k: size(block_k)?,
         },
         n,
         k,
@@ -134,5 +142,5 @@ fn info(
         zeros: None,
         global_scale,
         fields,
-    }
+    })
 }

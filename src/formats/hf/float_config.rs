@@ -72,6 +72,10 @@ pub(super) fn ct_float(format: &str, w: &Map<String, Value>) -> Result<QuantConf
     if let Some(s) = field("symmetric").filter(|s| s.as_bool() != Some(true)) {
         return Err(unsupported(method, "symmetric", s));
     }
+    // Act-order would map inputs to groups by a `weight_g_idx`: not read for floats.
+    if let Some(a) = field("actorder") {
+        return Err(unsupported(method, "actorder", a));
+    }
     let bits = field("num_bits").ok_or(HfError::MissingConfigField { field: "num_bits" })?;
     let strategy = field("strategy").ok_or(HfError::MissingConfigField { field: "strategy" })?;
     let group = || -> Result<usize> {

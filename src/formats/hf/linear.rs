@@ -56,9 +56,9 @@ pub enum Scheme {
         /// Which format.
         format: FloatFormat,
         /// Rows per scale block (1 per channel or group; N per tensor).
-        block_n: usize,
+        block_n: u32,
         /// Inputs per scale block.
-        block_k: usize,
+        block_k: u32,
     },
 }
 
@@ -135,7 +135,8 @@ pub struct QuantLinear<'a> {
     packed: TensorRef<'a>,
     scales: TensorRef<'a>,
     zeros: Option<TensorRef<'a>>,
-    global_scale: Option<f32>,
+    /// 1 where the format has none (an `Option` would make the view larger).
+    global_scale: f32,
 }
 
 impl<'a> QuantLinear<'a> {
@@ -157,7 +158,7 @@ impl<'a> QuantLinear<'a> {
             packed,
             scales,
             zeros,
-            global_scale: info.global_scale,
+            global_scale: info.global_scale.unwrap_or(1.0),
         }
     }
 
@@ -225,7 +226,13 @@ impl<'a> QuantLinear<'a> {
     /// NVFP4's per-tensor scale as stored (compressed-tensors' `weight_global_scale`,
     /// divided by; ModelOpt's `weight_scale_2`, multiplied by); `None` otherwise.
     pub fn global_scale(&self) -> Option<f32> {
-        self.global_scale
+        match self.scheme {
+            Scheme::Float {
+                format: FloatFormat::CtNvfp4 | FloatFormat::ModelOptNvfp4,
+                ..
+            } => Some(self.global_scale),
+            _ => None,
+        }
     }
 }
 

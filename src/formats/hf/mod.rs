@@ -1,4 +1,5 @@
-//! HuggingFace quantized checkpoints: GPTQ, AWQ and compressed-tensors safetensors.
+//! HuggingFace quantized checkpoints: GPTQ, AWQ and compressed-tensors (int, FP8,
+//! NVFP4) safetensors, FP8 block-scaled (`quant_method: "fp8"`) and ModelOpt NVFP4.
 //!
 //! [`Checkpoint::open`] reads a checkpoint folder (`config.json`'s `quantization_config`,
 //! `model.safetensors` or the shards of `model.safetensors.index.json`) or a single
