@@ -1,7 +1,7 @@
 //! `dq inspect` of a HuggingFace checkpoint: the quantization config, a table of
 //! quantized linears (name, scheme, bits, group, shape) and the other tensors.
 
-use dq::formats::hf::{Checkpoint, QuantLinear, Scheme};
+use dq::formats::hf::{Checkpoint, FloatFormat, QuantLinear, Scheme};
 use serde_json::{Value, json};
 
 use super::text::{self, escape, pad};
@@ -29,9 +29,18 @@ fn group(l: &QuantLinear<'_>) -> String {
 /// Where the scales lie: `[G, N]`, `[N, G]`, or one per `[rows, inputs]` block of
 /// the weight, with a global scale for NVFP4.
 fn scale_layout(l: &QuantLinear<'_>) -> String {
-    let global = l
-        .global_scale()
-        .map_or_else(String::new, |g| format!(" x global {g:e}"));
+    // compressed-tensors stores the reciprocal (divides), ModelOpt multiplies.
+    let global = match (l.scheme(), l.global_scale()) {
+        (
+            Scheme::Float {
+                format: FloatFormat::CtNvfp4,
+                ..
+            },
+            Some(g),
+        ) => format!(" / global {g:e}"),
+        (_, Some(g)) => format!(" x global {g:e}"),
+        (_, None) => String::new(),
+    };
     match l.scheme() {
         Scheme::Gptq { .. } | Scheme::Awq => "[G, N]".into(),
         Scheme::CompressedTensors { .. } => "[N, G]".into(),

@@ -500,7 +500,7 @@ fn inspect_lists_quantized_linears() {
         ),
         (
             "ct-nvfp4",
-            "compressed-tensors NVFP4|4|16|[20, 64]|F8_E4M3 per 16 inputs x global",
+            "compressed-tensors NVFP4|4|16|[20, 64]|F8_E4M3 per 16 inputs / global",
         ),
         (
             "modelopt-nvfp4",
