@@ -640,6 +640,15 @@ def main():
 
     single_file_case("single-file", 15)
 
+    import hf_padded  # noqa: E402 (imports this script's helpers)
+    hf_padded.main()
+
+    import hf_fp8  # noqa: E402 (needs torch)
+    hf_fp8.main()
+
+    import hf_ct_float  # noqa: E402 (needs torch and compressed-tensors)
+    hf_ct_float.main()
+
     total = sum(f.stat().st_size for f in OUT.rglob("*") if f.is_file())
     print(f"wrote {OUT} ({total} bytes)")
 

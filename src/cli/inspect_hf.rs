@@ -1,7 +1,7 @@
 //! `dq inspect` of a HuggingFace checkpoint: the quantization config, a table of
 //! quantized linears (name, scheme, bits, group, shape) and the other tensors.
 
-use dq::formats::hf::{Checkpoint, QuantLinear};
+use dq::formats::hf::{Checkpoint, FloatFormat, QuantLinear, Scheme};
 use serde_json::{Value, json};
 
 use super::text::{self, escape, pad};
@@ -23,6 +23,45 @@ fn group(l: &QuantLinear<'_>) -> String {
         format!("{size} act-order")
     } else {
         size
+    }
+}
+
+/// Where the scales lie: `[G, N]`, `[N, G]`, or one per `[rows, inputs]` block of
+/// the weight, with a global scale for NVFP4.
+fn scale_layout(l: &QuantLinear<'_>) -> String {
+    // compressed-tensors stores the reciprocal (divides), ModelOpt multiplies.
+    let global = match (l.scheme(), l.global_scale()) {
+        (
+            Scheme::Float {
+                format: FloatFormat::CtNvfp4,
+                ..
+            },
+            Some(g),
+        ) => format!(" / global {g:e}"),
+        (_, Some(g)) => format!(" x global {g:e}"),
+        (_, None) => String::new(),
+    };
+    match l.scheme() {
+        Scheme::Gptq { .. } | Scheme::Awq => "[G, N]".into(),
+        Scheme::CompressedTensors { .. } => "[N, G]".into(),
+        Scheme::Float {
+            block_n, block_k, ..
+        } if block_n as usize >= l.n() && block_k as usize >= l.k() => {
+            format!("per tensor{global}")
+        }
+        Scheme::Float {
+            block_n: 1,
+            block_k,
+            ..
+        } if block_k as usize >= l.k() => format!("per channel{global}"),
+        Scheme::Float {
+            block_n: 1,
+            block_k,
+            ..
+        } => format!("per {block_k} inputs{global}"),
+        Scheme::Float {
+            block_n, block_k, ..
+        } => format!("per {block_n}x{block_k} block{global}"),
     }
 }
 
@@ -53,11 +92,19 @@ pub fn print_text(c: &Checkpoint) {
                 l.scheme().bits().to_string(),
                 group(l),
                 format!("[{}, {}]", l.n(), l.k()),
+                format!("{} {}", l.scales().dtype(), scale_layout(l)),
             ]
         })
         .collect();
     table(
-        &["linear", "scheme", "bits", "group", "shape [N, K]"],
+        &[
+            "linear",
+            "scheme",
+            "bits",
+            "group",
+            "shape [N, K]",
+            "scales",
+        ],
         &rows,
     );
     println!();
@@ -103,6 +150,7 @@ pub fn to_json(c: &Checkpoint) -> Value {
                 "zero_points": l.zeros().is_some(),
                 "shape": [l.n(), l.k()],
                 "scales_dtype": l.scales().dtype().to_string(),
+                "scale_layout": scale_layout(&l),
             })
         })
         .collect();

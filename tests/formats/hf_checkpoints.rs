@@ -72,6 +72,17 @@ const CASES: &[Case] = &[
            linears: &[(UP, 5, 36, 1)] },
     Case { path: "single-file/gptq-v2.safetensors", scheme: V2_4, act_order: false,
            linears: &[(Q, 32, 64, 4)] },
+    // GPTQModel's padded last words: N = 100 in 13 qzeros words, K = 72 in 9 rows.
+    Case { path: "gptq-v2-4bit-g32-n100", scheme: V2_4, act_order: false,
+           linears: &[(UP, 100, 72, 3), (DOWN, 36, 100, 4)] },
+    // v1 saved as v2 words minus 0x11111111: the padded fields hold wrapped garbage.
+    Case { path: "gptq-v1-4bit-g16-actorder-n50", scheme: V1_4, act_order: true,
+           linears: &[(UP, 50, 44, 3)] },
+    Case { path: "gptq-v1-8bit-perchannel-n10", scheme: V1_8, act_order: false,
+           linears: &[(UP, 10, 22, 1)] },
+    // AWQ: N a multiple of 8, not of 32; K a multiple of the group, not of 32.
+    Case { path: "awq-4bit-g16-n40", scheme: Scheme::Awq, act_order: false,
+           linears: &[(UP, 40, 48, 3), (DOWN, 24, 80, 5)] },
 ];
 
 fn expected_names(case_path: &Path) -> BTreeSet<String> {

@@ -177,11 +177,15 @@ fn randomize(tensors: &mut Vec<Tensor>, config: &QuantConfig, rng: &mut Rng) {
             bits, group_size, ..
         } => {
             let w = 32 / bits as usize;
-            let n = w * (1 + rng.below(24) as usize);
-            let k = w * (1 + rng.below(150) as usize);
+            // Any N; any K with a g_idx (its length), else whole words (GPTQModel pads).
+            let n = 1 + rng.below(24 * w as u64) as usize;
+            let k = match g_idx {
+                true => 1 + rng.below(150 * w as u64) as usize,
+                false => w * (1 + rng.below(150) as usize),
+            };
             let groups = group_size.map_or(1, |g| k.div_ceil(g));
-            words("qweight", vec![k / w, n], rng);
-            words("qzeros", vec![groups, n / w], rng);
+            words("qweight", vec![k.div_ceil(w), n], rng);
+            words("qzeros", vec![groups, n.div_ceil(w)], rng);
             extra.push((
                 format!("{UP}.scales"),
                 sdtype,
@@ -247,6 +251,9 @@ fn randomize(tensors: &mut Vec<Tensor>, config: &QuantConfig, rng: &mut Rng) {
                     .collect()
             };
             extra.push((format!("{UP}.weight_shape"), sd, vec![2], shape));
+        }
+        other => {
+            panic!("{other:?}: not a packed-integer fixture (hf_float.rs tests float weights)")
         }
     }
     put.extend(extra);

@@ -132,14 +132,16 @@ fn wrong_shapes_and_dtypes_are_named() {
         } => assert_eq!(tensor, format!("{UP}.qweight")),
         e => panic!("{e}"),
     }
-    // GPTQ: N = 12 does not pack 8 to a word.
+    // GPTQ: N = 12 packs its zero points into 2 words (the last half padding), not 4.
     match shape_err("gptq-v1-4bit-g64-asym", "qweight", Dtype::I32, vec![12, 12]) {
-        HfError::NotAMultiple {
-            dim: 1,
-            value: 12,
-            multiple: 8,
-            ..
-        } => {}
+        HfError::WrongShape {
+            tensor,
+            expected,
+            got,
+        } => assert_eq!(
+            (tensor, expected, got),
+            (format!("{UP}.qzeros"), vec![2, 2], vec![2, 4])
+        ),
         e => panic!("{e}"),
     }
     match shape_err(
@@ -228,7 +230,7 @@ fn bad_configs_are_reported() {
         ("awq-4bit-g32", Box::new(|q| q["zero_point"] = json!(false))),
         (
             "ct-4bit-group-sym",
-            Box::new(|q| q["config_groups"]["group_0"]["format"] = json!("float-quantized")),
+            Box::new(|q| q["config_groups"]["group_0"]["format"] = json!("marlin-24")),
         ),
         (
             "ct-4bit-group-sym",

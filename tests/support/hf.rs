@@ -28,6 +28,10 @@ pub const CASES: &[&str] = &[
     "ct-8bit-group-asym",
     "ct-8bit-channel-sym",
     "single-file/gptq-v2.safetensors",
+    "gptq-v2-4bit-g32-n100",
+    "gptq-v1-4bit-g16-actorder-n50",
+    "gptq-v1-8bit-perchannel-n10",
+    "awq-4bit-g16-n40",
 ];
 
 pub fn fixtures() -> PathBuf {

@@ -7,6 +7,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::error::{HfError, Result};
+use super::float::FloatFormat;
+use super::float_config::{self, FloatScales};
 
 /// A quantization method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,6 +19,10 @@ pub enum QuantMethod {
     Awq,
     /// compressed-tensors (llm-compressor).
     CompressedTensors,
+    /// FP8 block-scaled (`quant_method: "fp8"`: DeepSeek-V3 and its kin).
+    Fp8,
+    /// NVIDIA ModelOpt (`quant_method: "modelopt"`), NVFP4.
+    ModelOpt,
 }
 
 impl fmt::Display for QuantMethod {
@@ -25,6 +31,8 @@ impl fmt::Display for QuantMethod {
             QuantMethod::Gptq => "gptq",
             QuantMethod::Awq => "awq",
             QuantMethod::CompressedTensors => "compressed-tensors",
+            QuantMethod::Fp8 => "fp8",
+            QuantMethod::ModelOpt => "modelopt",
         })
     }
 }
@@ -77,6 +85,20 @@ pub enum QuantConfig {
         /// No `weight_zero_point` when symmetric.
         symmetric: bool,
     },
+    /// FP8 e4m3 weights with one scale per `[rows, inputs]` block (`weight_block_size`).
+    Fp8 {
+        /// `weight_block_size`: rows (outputs) and inputs per scale.
+        block: [usize; 2],
+    },
+    /// compressed-tensors `float-quantized`: FP8 e4m3 weights.
+    CtFp8 {
+        /// Per tensor, channel, group or block.
+        scales: FloatScales,
+    },
+    /// compressed-tensors `nvfp4-pack-quantized`.
+    CtNvfp4,
+    /// NVIDIA ModelOpt NVFP4.
+    ModelOptNvfp4,
 }
 
 impl QuantConfig {
@@ -86,6 +108,20 @@ impl QuantConfig {
             QuantConfig::Gptq { .. } => QuantMethod::Gptq,
             QuantConfig::Awq { .. } => QuantMethod::Awq,
             QuantConfig::CompressedTensors { .. } => QuantMethod::CompressedTensors,
+            QuantConfig::Fp8 { .. } => QuantMethod::Fp8,
+            QuantConfig::CtFp8 { .. } | QuantConfig::CtNvfp4 => QuantMethod::CompressedTensors,
+            QuantConfig::ModelOptNvfp4 => QuantMethod::ModelOpt,
+        }
+    }
+
+    /// The float-weight format, for the configs that have one.
+    pub fn float_format(&self) -> Option<FloatFormat> {
+        match self {
+            QuantConfig::Fp8 { .. } => Some(FloatFormat::Fp8),
+            QuantConfig::CtFp8 { .. } => Some(FloatFormat::CtFp8),
+            QuantConfig::CtNvfp4 => Some(FloatFormat::CtNvfp4),
+            QuantConfig::ModelOptNvfp4 => Some(FloatFormat::ModelOptNvfp4),
+            _ => None,
         }
     }
 
@@ -94,6 +130,8 @@ impl QuantConfig {
         match *self {
             QuantConfig::Gptq { bits, .. } | QuantConfig::CompressedTensors { bits, .. } => bits,
             QuantConfig::Awq { .. } => 4,
+            QuantConfig::Fp8 { .. } | QuantConfig::CtFp8 { .. } => 8,
+            QuantConfig::CtNvfp4 | QuantConfig::ModelOptNvfp4 => 4,
         }
     }
 
@@ -112,6 +150,8 @@ impl QuantConfig {
             Some("gptq") => gptq(obj),
             Some("awq") => awq(obj),
             Some("compressed-tensors" | "compressed_tensors") => compressed_tensors(obj),
+            Some("fp8") => float_config::fp8(obj),
+            Some("modelopt") => float_config::modelopt(obj),
             Some(other) => Err(HfError::UnknownQuantMethod {
                 method: other.to_owned(),
             }),
@@ -178,14 +218,14 @@ impl QuantConfig {
     }
 }
 
-fn invalid(field: &'static str, value: &Value) -> HfError {
+pub(super) fn invalid(field: &'static str, value: &Value) -> HfError {
     HfError::InvalidConfigField {
         field,
         value: value.to_string(),
     }
 }
 
-fn unsupported(method: QuantMethod, field: &'static str, value: &Value) -> HfError {
+pub(super) fn unsupported(method: QuantMethod, field: &'static str, value: &Value) -> HfError {
     HfError::UnsupportedConfig {
         method,
         field,
@@ -308,10 +348,16 @@ fn compressed_tensors<'a>(obj: &'a Map<String, Value>) -> Result<QuantConfig> {
         let (_, format) = not_null(field(group, &["format"]))
             .or_else(|| not_null(field(obj, &["format"])))
             .ok_or(HfError::MissingConfigField { field: "format" })?;
-        if format.as_str() != Some("pack-quantized") {
-            return Err(unsupported(method, "format", format));
-        }
-        let scheme = ct_weights(weights)?;
+        let scheme = match format.as_str() {
+            Some("pack-quantized") => ct_weights(weights)?,
+            Some(f @ ("float-quantized" | "nvfp4-pack-quantized")) => {
+                let w = weights
+                    .as_object()
+                    .ok_or_else(|| invalid("weights", weights))?;
+                float_config::ct_float(f, w)?
+            }
+            _ => return Err(unsupported(method, "format", format)),
+        };
         if found.is_some_and(|f| f != scheme) {
             return Err(unsupported(
                 method,

@@ -4,7 +4,7 @@
 use dq_runtime::Backend;
 
 use super::error::{HfError, Result};
-use super::linear::QuantLinear;
+use super::linear::{QuantLinear, Scheme};
 use super::reference;
 use crate::Options;
 use crate::formats::element::{self, Element};
@@ -20,6 +20,8 @@ impl QuantLinear<'_> {
     /// and `Auto` through its plan ([`QuantLinear::plan`], the generated backend's
     /// tiled driver), `Jit` through the same plan compiled per linear shape by
     /// Cranelift (`dq_jit::linear`), `Reference` through [`reference`](mod@reference).
+    /// Float weights ([`Scheme::Float`]: FP8, NVFP4) run as the runtime's
+    /// elementwise plan instead, on the backend asked for.
     /// `Auto` races the generated driver and the JIT on the first large calls of
     /// each kind of linear and keeps the faster ([`race`](crate::formats::race)).
     ///
@@ -56,6 +58,9 @@ impl QuantLinear<'_> {
             };
             opts.scope(|| element::split(out, self.k(), opts.threads(), &decode));
             return Ok(());
+        }
+        if let Scheme::Float { .. } = self.scheme() {
+            return super::float::dequantize(self, out, opts);
         }
         let plan = self.plan()?;
         let key = || {

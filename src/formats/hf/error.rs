@@ -257,6 +257,14 @@ pub enum HfError {
         /// What the plan found.
         source: dq_runtime::linear::LinearError,
     },
+    /// The runtime refused a linear's elementwise plan (FP8), or its backend.
+    #[error("linear {linear}: {source}")]
+    Runtime {
+        /// The linear's prefix.
+        linear: String,
+        /// What the runtime said.
+        source: Box<dq_runtime::Error>,
+    },
     /// An output buffer whose length is not the weight's `N * K`.
     #[error("linear {linear}: output holds {got} elements, the weight has {expected}")]
     OutputLength {

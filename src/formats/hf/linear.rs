@@ -8,6 +8,9 @@ use safetensors::Dtype;
 use super::checkpoint::TensorRef;
 use super::config::{CtStrategy, GptqVersion, QuantConfig};
 use super::error::{HfError, Result};
+use super::float::FloatFormat;
+use super::float_build;
+use dq_runtime::DType;
 
 /// Scale dtypes accepted for every format.
 const FLOATS: &[Dtype] = &[Dtype::F16, Dtype::BF16, Dtype::F32];
@@ -28,8 +31,9 @@ const CT_FIELDS: &[&str] = &[
 /// How a linear's integers are packed and offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scheme {
-    /// GPTQ: `qweight` i32 `[K·b/32, N]` (weight `(k, n)` at bit `b·(k % (32/b))` of word
-    /// `(k / (32/b), n)`), `qzeros` i32 `[G, N·b/32]` packed the same way along N.
+    /// GPTQ: `qweight` i32 `[ceil(K·b/32), N]` (weight `(k, n)` at bit `b·(k % (32/b))` of
+    /// word `(k / (32/b), n)`), `qzeros` i32 `[G, ceil(N·b/32)]` packed the same way along N;
+    /// the fields past K or N in a last word are padding (GPTQModel), never read.
     Gptq {
         /// 4 or 8.
         bits: u32,
@@ -46,6 +50,16 @@ pub enum Scheme {
         /// 4 or 8.
         bits: u32,
     },
+    /// Float weights (FP8 e4m3, NVFP4 e2m1) with one f32-valued scale per
+    /// `[block_n, block_k]` block ([`FloatFormat`]): `x * s` (SPEC §11).
+    Float {
+        /// Which format.
+        format: FloatFormat,
+        /// Rows per scale block (1 per channel or group; N per tensor).
+        block_n: u32,
+        /// Inputs per scale block.
+        block_k: u32,
+    },
 }
 
 impl fmt::Display for Scheme {
@@ -61,6 +75,12 @@ impl fmt::Display for Scheme {
             }
             Scheme::Awq => f.write_str("AWQ 4-bit"),
             Scheme::CompressedTensors { bits } => write!(f, "compressed-tensors {bits}-bit"),
+            Scheme::Float { format, .. } => f.write_str(match format {
+                FloatFormat::Fp8 => "FP8 e4m3",
+                FloatFormat::CtFp8 => "compressed-tensors FP8 e4m3",
+                FloatFormat::CtNvfp4 => "compressed-tensors NVFP4",
+                FloatFormat::ModelOptNvfp4 => "ModelOpt NVFP4",
+            }),
         }
     }
 }
@@ -71,6 +91,8 @@ impl Scheme {
         match *self {
             Scheme::Gptq { bits, .. } | Scheme::CompressedTensors { bits } => bits,
             Scheme::Awq => 4,
+            Scheme::Float { format, .. } if format.element() == DType::F4E2M1 => 4,
+            Scheme::Float { .. } => 8,
         }
     }
 }
@@ -87,7 +109,9 @@ pub(crate) struct LinearInfo {
     pub packed: String,
     pub scales: String,
     pub zeros: Option<String>,
-    fields: &'static [&'static str],
+    /// NVFP4's per-tensor scale, read at open.
+    pub global_scale: Option<f32>,
+    pub fields: &'static [&'static str],
 }
 
 impl LinearInfo {
@@ -111,6 +135,8 @@ pub struct QuantLinear<'a> {
     packed: TensorRef<'a>,
     scales: TensorRef<'a>,
     zeros: Option<TensorRef<'a>>,
+    /// 1 where the format has none (an `Option` would make the view larger).
+    global_scale: f32,
 }
 
 impl<'a> QuantLinear<'a> {
@@ -132,6 +158,7 @@ impl<'a> QuantLinear<'a> {
             packed,
             scales,
             zeros,
+            global_scale: info.global_scale.unwrap_or(1.0),
         }
     }
 
@@ -195,6 +222,18 @@ impl<'a> QuantLinear<'a> {
     pub fn zeros(&self) -> Option<TensorRef<'a>> {
         self.zeros
     }
+
+    /// NVFP4's per-tensor scale as stored (compressed-tensors' `weight_global_scale`,
+    /// divided by; ModelOpt's `weight_scale_2`, multiplied by); `None` otherwise.
+    pub fn global_scale(&self) -> Option<f32> {
+        match self.scheme {
+            Scheme::Float {
+                format: FloatFormat::CtNvfp4 | FloatFormat::ModelOptNvfp4,
+                ..
+            } => Some(self.global_scale),
+            _ => None,
+        }
+    }
 }
 
 /// The prefixes of the quantized linears: those with an anchor tensor (`qweight`, or
@@ -215,7 +254,10 @@ pub(crate) fn prefixes<'n>(
         }
         None => return Ok(Vec::new()),
         Some(QuantConfig::CompressedTensors { .. }) => "weight_packed",
-        Some(_) => "qweight",
+        Some(c) => match c.float_format() {
+            Some(f) => float_build::anchor(f),
+            None => "qweight",
+        },
     };
     Ok(names
         .map(|n| split(n))
@@ -237,6 +279,10 @@ pub(crate) fn orphans<'n>(
     let (anchor, owned): (&str, &[&str]) = match config {
         QuantConfig::CompressedTensors { .. } => {
             ("weight_packed", &["weight_shape", "weight_zero_point"])
+        }
+        QuantConfig::CtNvfp4 => ("weight_packed", &["weight_global_scale"]),
+        QuantConfig::Fp8 { .. } | QuantConfig::CtFp8 { .. } | QuantConfig::ModelOptNvfp4 => {
+            return Ok(());
         }
         _ => ("qweight", &["qzeros"]),
     };
@@ -273,6 +319,10 @@ pub(crate) fn build<'a>(
             strategy,
             symmetric,
         } => compressed_tensors(&t, bits, strategy, symmetric),
+        QuantConfig::Fp8 { block } => float_build::fp8(&t, block),
+        QuantConfig::CtFp8 { scales } => float_build::ct_fp8(&t, scales),
+        QuantConfig::CtNvfp4 => float_build::nvfp4(&t, FloatFormat::CtNvfp4),
+        QuantConfig::ModelOptNvfp4 => float_build::nvfp4(&t, FloatFormat::ModelOptNvfp4),
     }
 }
 
@@ -286,14 +336,14 @@ fn gptq(
     let per_word = (32 / bits) as usize;
     let qweight = t.require("qweight", I32)?;
     let [rows, n] = rank2(&qweight)?;
-    let k = rows * per_word;
-    multiple(&qweight, 1, per_word)?;
+    let g_idx_t = t.optional("g_idx", I32)?;
+    let k = gptq_k(rows, per_word, g_idx_t.as_ref());
     let (groups, group_size) = groups_ceil(k, group_size);
     let qzeros = t.require("qzeros", I32)?;
-    shape(&qzeros, &[groups, n / per_word])?;
+    shape(&qzeros, &[groups, n.div_ceil(per_word)])?;
     let scales = t.require("scales", FLOATS)?;
     shape(&scales, &[groups, n])?;
-    let g_idx = match t.optional("g_idx", I32)? {
+    let g_idx = match g_idx_t {
         Some(g) => g_idx(&g, k, groups, false)?,
         None if desc_act => return Err(t.missing("g_idx")),
         None => None,
@@ -308,6 +358,7 @@ fn gptq(
         packed: qweight.name().to_owned(),
         scales: scales.name().to_owned(),
         zeros: Some(qzeros.name().to_owned()),
+        global_scale: None,
         fields: GPTQ_FIELDS,
     })
 }
@@ -337,6 +388,7 @@ fn awq(t: &Tensors<'_, '_>, group_size: Option<usize>) -> Result<LinearInfo> {
         packed: qweight.name().to_owned(),
         scales: scales.name().to_owned(),
         zeros: Some(qzeros.name().to_owned()),
+        global_scale: None,
         fields: &GPTQ_FIELDS[..3],
     })
 }
@@ -388,8 +440,18 @@ fn compressed_tensors(
         packed: packed.name().to_owned(),
         scales: scales.name().to_owned(),
         zeros,
+        global_scale: None,
         fields: CT_FIELDS,
     })
+}
+
+/// GPTQ's K: `g_idx`'s length where its packed rows are `qweight`'s (GPTQModel pads
+/// the last word of a K that is not a multiple of `32 / b`), else every field of the rows.
+fn gptq_k(rows: usize, per_word: usize, g_idx: Option<&TensorRef<'_>>) -> usize {
+    match g_idx.map(TensorRef::shape) {
+        Some(&[k]) if k.div_ceil(per_word) == rows => k,
+        _ => rows * per_word,
+    }
 }
 
 /// Groups of `group_size` along K, the last one possibly short (`None`: one group).
@@ -401,7 +463,7 @@ fn groups_ceil(k: usize, group_size: Option<usize>) -> (usize, usize) {
 }
 
 /// A linear's tensors by field name.
-struct Tensors<'p, 'a> {
+pub(super) struct Tensors<'p, 'a> {
     prefix: &'p str,
     get: &'p dyn Fn(&str) -> Option<TensorRef<'a>>,
 }
@@ -428,13 +490,13 @@ impl<'a> Tensors<'_, 'a> {
         Ok(Some(t))
     }
 
-    fn require(&self, field: &str, dtypes: &'static [Dtype]) -> Result<TensorRef<'a>> {
+    pub(super) fn require(&self, field: &str, dtypes: &'static [Dtype]) -> Result<TensorRef<'a>> {
         self.optional(field, dtypes)?
             .ok_or_else(|| self.missing(field))
     }
 }
 
-fn shape(t: &TensorRef<'_>, expected: &[usize]) -> Result<()> {
+pub(super) fn shape(t: &TensorRef<'_>, expected: &[usize]) -> Result<()> {
     if t.shape() == expected {
         return Ok(());
     }
@@ -445,7 +507,7 @@ fn shape(t: &TensorRef<'_>, expected: &[usize]) -> Result<()> {
     })
 }
 
-fn rank2(t: &TensorRef<'_>) -> Result<[usize; 2]> {
+pub(super) fn rank2(t: &TensorRef<'_>) -> Result<[usize; 2]> {
     match *t.shape() {
         [a, b] => Ok([a, b]),
         _ => Err(HfError::WrongRank {

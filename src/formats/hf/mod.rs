@@ -1,4 +1,5 @@
-//! HuggingFace quantized checkpoints: GPTQ, AWQ and compressed-tensors safetensors.
+//! HuggingFace quantized checkpoints: GPTQ, AWQ and compressed-tensors (int, FP8,
+//! NVFP4) safetensors, FP8 block-scaled (`quant_method: "fp8"`) and ModelOpt NVFP4.
 //!
 //! [`Checkpoint::open`] reads a checkpoint folder (`config.json`'s `quantization_config`,
 //! `model.safetensors` or the shards of `model.safetensors.index.json`) or a single
@@ -27,6 +28,9 @@ mod config;
 mod decode;
 mod error;
 mod file;
+mod float;
+mod float_build;
+mod float_config;
 mod linear;
 mod plan;
 pub use super::race;
@@ -35,6 +39,8 @@ pub mod reference;
 pub use checkpoint::{Checkpoint, TensorRef};
 pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
 pub use error::{HfError, Result};
+pub use float::FloatFormat;
+pub use float_config::FloatScales;
 pub use linear::{QuantLinear, Scheme};
 /// The safetensors element type of a [`TensorRef`].
 pub use safetensors::Dtype;

@@ -3,11 +3,11 @@
 //!
 //! | scheme | weights `(n, k)` | zero points `(n, g)` | scales `(n, g)` |
 //! |---|---|---|---|
-//! | GPTQ | along K, word `n + (k / w) N` | along N, word `n / w + g N / w`, `+1` in v1 | `n + g N` |
+//! | GPTQ | along K, word `n + (k / w) N` | along N, word `n / w + g ceil(N / w)`, `+1` in v1 | `n + g N` |
 //! | AWQ | along N, word `n / 8 + k N / 8`, field `[0, 4, 1, 5, 2, 6, 3, 7][n % 8]` | the same with `g` | `n + g N` |
 //! | compressed-tensors | along K, word `n ceil(K / w) + k / w`, `-2^(b-1)` | along N, word `(n / w) G + g`, `-2^(b-1)` | `n G + g` |
 
-use dq_runtime::linear::{Groups, Linear, Packed, Packing, ScaleType, Scales};
+use dq_runtime::linear::{Groups, Linear, LinearError, Packed, Packing, ScaleType, Scales};
 use safetensors::Dtype;
 
 use super::config::GptqVersion;
@@ -50,7 +50,7 @@ impl<'a> QuantLinear<'a> {
         let (weights, zeros, scales) = match self.scheme() {
             Scheme::Gptq { version, .. } => {
                 let plus = i32::from(version == GptqVersion::V1);
-                let z = zeros(IN_ORDER, 1, n / w, plus);
+                let z = zeros(IN_ORDER, 1, n.div_ceil(w), plus);
                 (packed(Packing::Inner, 1, n, 0), z, (1, n))
             }
             Scheme::Awq => {
@@ -60,6 +60,16 @@ impl<'a> QuantLinear<'a> {
                     zeros(AWQ_ORDER, 1, n / 8, 0),
                     (1, n),
                 )
+            }
+            Scheme::Float { .. } => {
+                let why = "float weights are not packed integers: an elementwise plan runs them";
+                return Err(HfError::Plan {
+                    linear: self.name().to_owned(),
+                    source: LinearError::View {
+                        what: "weights",
+                        why: why.into(),
+                    },
+                });
             }
             Scheme::CompressedTensors { .. } => {
                 let minus = -(1i32 << (bits - 1));

@@ -33,6 +33,7 @@ pub(crate) fn rows(linear: &QuantLinear<'_>, rows: Range<usize>, out: &mut [f32]
         Scheme::Gptq { bits, version } => gptq(linear, bits, version, rows, out),
         Scheme::Awq => awq(linear, rows, out),
         Scheme::CompressedTensors { bits } => compressed_tensors(linear, bits, rows, out),
+        Scheme::Float { .. } => super::float::reference_rows(linear, rows, out),
     }
 }
 
@@ -68,7 +69,7 @@ fn gptq(l: &QuantLinear<'_>, bits: u32, version: GptqVersion, rows: Range<usize>
     let packed = l.packed().data();
     let zeros = l.zeros().map_or(&[][..], |z| z.data());
     let plus = u32::from(version == GptqVersion::V1);
-    let zero_cols = n_dim / per_word;
+    let zero_cols = n_dim.div_ceil(per_word);
     fill(l, rows, out, |n, k, g| {
         let q = field(packed, (k / per_word) * n_dim + n, k % per_word, bits);
         let z = field(zeros, g * zero_cols + n / per_word, n % per_word, bits) + plus;
