@@ -1,7 +1,7 @@
 //! `dq inspect` of a HuggingFace checkpoint: the quantization config, a table of
 //! quantized linears (name, scheme, bits, group, shape) and the other tensors.
 
-use dq::formats::hf::{Checkpoint, QuantLinear};
+use dq::formats::hf::{Checkpoint, QuantLinear, Scheme};
 use serde_json::{Value, json};
 
 use super::text::{self, escape, pad};
@@ -23,6 +23,29 @@ fn group(l: &QuantLinear<'_>) -> String {
         format!("{size} act-order")
     } else {
         size
+    }
+}
+
+/// Where the scales are and what they scale: `f16 per 128`, `absmax u8 per 64 (nested
+/// f32 per 256 blocks)`, `e8m0 per 32`.
+fn scale_layout(l: &QuantLinear<'_>) -> String {
+    let dtype = l.scales().dtype().to_string().to_ascii_lowercase();
+    let per = match group_size(l) {
+        Some(g) => format!("per {g}"),
+        None => "per row".into(),
+    };
+    match l.scheme() {
+        Scheme::Bnb4 { nested: true, .. } => {
+            format!(
+                "absmax u8 per {} of the flat weight, nested f32",
+                l.group_size()
+            )
+        }
+        Scheme::Bnb4 { .. } => format!("absmax f32 per {} of the flat weight", l.group_size()),
+        Scheme::Bnb8 => "SCB f32 per row, / 127".into(),
+        Scheme::Mlx { .. } => format!("scales + biases {dtype} per {}", l.group_size()),
+        Scheme::Mxfp4 => "e8m0 per 32".into(),
+        _ => format!("{dtype} {per}"),
     }
 }
 
@@ -52,12 +75,13 @@ pub fn print_text(c: &Checkpoint) {
                 l.scheme().to_string(),
                 l.scheme().bits().to_string(),
                 group(l),
-                format!("[{}, {}]", l.n(), l.k()),
+                scale_layout(l),
+                format!("{:?}", l.shape()),
             ]
         })
         .collect();
     table(
-        &["linear", "scheme", "bits", "group", "shape [N, K]"],
+        &["linear", "scheme", "bits", "group", "scales", "shape"],
         &rows,
     );
     println!();
@@ -94,14 +118,15 @@ pub fn to_json(c: &Checkpoint) -> Value {
         .map(|l| {
             json!({
                 "name": l.name(),
-                "weight": format!("{}.weight", l.name()),
+                "weight": l.weight_name(),
                 "scheme": l.scheme().to_string(),
                 "bits": l.scheme().bits(),
                 "group_size": group_size(&l),
                 "groups": l.groups(),
                 "act_order": act_order(&l),
                 "zero_points": l.zeros().is_some(),
-                "shape": [l.n(), l.k()],
+                "shape": l.shape(),
+                "scale_layout": scale_layout(&l),
                 "scales_dtype": l.scales().dtype().to_string(),
             })
         })

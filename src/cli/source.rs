@@ -172,8 +172,8 @@ impl<'a> Item<'a> {
             + l.scales().data().len()
             + l.zeros().map_or(0, |z| z.data().len());
         Item {
-            name: format!("{}.weight", l.name()),
-            shape: vec![l.n(), l.k()],
+            name: l.weight_name(),
+            shape: l.shape(),
             src_bytes,
             kind: Kind::Linear(l),
         }
@@ -228,7 +228,8 @@ impl Item<'_> {
                 name: self.name.clone(),
                 ty: ty.clone(),
             })?,
-            Kind::Linear(_) | Kind::Float(_) | Kind::Copy(_) => {}
+            Kind::Linear(l) => l.check_backend(backend)?,
+            Kind::Float(_) | Kind::Copy(_) => {}
         }
         Ok(())
     }

@@ -440,7 +440,7 @@ fn inspect_lists_quantized_linears() {
     };
     assert_eq!(
         row("model.layers.0.mlp.up_proj"),
-        "model.layers.0.mlp.up_proj|GPTQ v1 4-bit|4|64|[32, 96]"
+        "model.layers.0.mlp.up_proj|GPTQ v1 4-bit|4|64|f16 per 64|[32, 96]"
     );
     assert_eq!(row("model.norm.weight"), "model.norm.weight|BF16|[8]|16");
     assert!(

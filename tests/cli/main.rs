@@ -11,5 +11,6 @@ mod cli;
 mod cli_fuzz;
 mod cli_hostile;
 mod convert;
+mod convert_coded;
 mod float_cli;
 mod model;

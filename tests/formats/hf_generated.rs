@@ -248,6 +248,8 @@ fn randomize(tensors: &mut Vec<Tensor>, config: &QuantConfig, rng: &mut Rng) {
             };
             extra.push((format!("{UP}.weight_shape"), sd, vec![2], shape));
         }
+        // Coded families have their own tests (hf_coded.rs).
+        _ => unreachable!("CASES holds the integer families"),
     }
     put.extend(extra);
     for t in put {

@@ -15,6 +15,7 @@ mod gguf_jit;
 mod gguf_streamed;
 mod hf_auto;
 mod hf_checkpoints;
+mod hf_coded;
 mod hf_generated;
 #[cfg(feature = "jit")]
 mod hf_jit;

@@ -17,6 +17,12 @@ pub enum QuantMethod {
     Awq,
     /// compressed-tensors (llm-compressor).
     CompressedTensors,
+    /// bitsandbytes (NF4/FP4, LLM.int8).
+    Bitsandbytes,
+    /// MLX affine (`config.json` `quantization`).
+    Mlx,
+    /// gpt-oss MXFP4 experts.
+    Mxfp4,
 }
 
 impl fmt::Display for QuantMethod {
@@ -25,6 +31,9 @@ impl fmt::Display for QuantMethod {
             QuantMethod::Gptq => "gptq",
             QuantMethod::Awq => "awq",
             QuantMethod::CompressedTensors => "compressed-tensors",
+            QuantMethod::Bitsandbytes => "bitsandbytes",
+            QuantMethod::Mlx => "mlx",
+            QuantMethod::Mxfp4 => "mxfp4",
         })
     }
 }
@@ -77,6 +86,20 @@ pub enum QuantConfig {
         /// No `weight_zero_point` when symmetric.
         symmetric: bool,
     },
+    /// bitsandbytes: 4-bit (NF4/FP4 per linear, from its quant state) or 8-bit LLM.int8.
+    Bitsandbytes {
+        /// 4 or 8.
+        bits: u32,
+    },
+    /// MLX affine: `w · scale + bias` per group of inputs.
+    Mlx {
+        /// 2, 3, 4, 6 or 8.
+        bits: u32,
+        /// Inputs per group.
+        group_size: usize,
+    },
+    /// gpt-oss MXFP4: e2m1 pairs with an e8m0 scale per 32 inputs.
+    Mxfp4,
 }
 
 impl QuantConfig {
@@ -86,14 +109,20 @@ impl QuantConfig {
             QuantConfig::Gptq { .. } => QuantMethod::Gptq,
             QuantConfig::Awq { .. } => QuantMethod::Awq,
             QuantConfig::CompressedTensors { .. } => QuantMethod::CompressedTensors,
+            QuantConfig::Bitsandbytes { .. } => QuantMethod::Bitsandbytes,
+            QuantConfig::Mlx { .. } => QuantMethod::Mlx,
+            QuantConfig::Mxfp4 => QuantMethod::Mxfp4,
         }
     }
 
     /// Bits per weight.
     pub fn bits(&self) -> u32 {
         match *self {
-            QuantConfig::Gptq { bits, .. } | QuantConfig::CompressedTensors { bits, .. } => bits,
-            QuantConfig::Awq { .. } => 4,
+            QuantConfig::Gptq { bits, .. }
+            | QuantConfig::CompressedTensors { bits, .. }
+            | QuantConfig::Bitsandbytes { bits }
+            | QuantConfig::Mlx { bits, .. } => bits,
+            QuantConfig::Awq { .. } | QuantConfig::Mxfp4 => 4,
         }
     }
 
@@ -112,6 +141,8 @@ impl QuantConfig {
             Some("gptq") => gptq(obj),
             Some("awq") => awq(obj),
             Some("compressed-tensors" | "compressed_tensors") => compressed_tensors(obj),
+            Some("bitsandbytes") => super::families::bnb_config(obj),
+            Some("mxfp4") => Ok(QuantConfig::Mxfp4),
             Some(other) => Err(HfError::UnknownQuantMethod {
                 method: other.to_owned(),
             }),
@@ -178,7 +209,7 @@ impl QuantConfig {
     }
 }
 
-fn invalid(field: &'static str, value: &Value) -> HfError {
+pub(super) fn invalid(field: &'static str, value: &Value) -> HfError {
     HfError::InvalidConfigField {
         field,
         value: value.to_string(),
@@ -201,7 +232,7 @@ fn field<'a>(
     keys.iter().find_map(|&k| obj.get(k).map(|v| (k, v)))
 }
 
-fn flag(obj: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool> {
+pub(super) fn flag(obj: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v.as_bool().ok_or_else(|| invalid(key, v)),

@@ -23,9 +23,11 @@
 //! ```
 
 mod checkpoint;
+mod coded;
 mod config;
 mod decode;
 mod error;
+mod families;
 mod file;
 mod linear;
 mod plan;
@@ -35,6 +37,7 @@ pub mod reference;
 pub use checkpoint::{Checkpoint, TensorRef};
 pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
 pub use error::{HfError, Result};
+pub use families::BnbType;
 pub use linear::{QuantLinear, Scheme};
 /// The safetensors element type of a [`TensorRef`].
 pub use safetensors::Dtype;

@@ -33,6 +33,7 @@ pub(crate) fn rows(linear: &QuantLinear<'_>, rows: Range<usize>, out: &mut [f32]
         Scheme::Gptq { bits, version } => gptq(linear, bits, version, rows, out),
         Scheme::Awq => awq(linear, rows, out),
         Scheme::CompressedTensors { bits } => compressed_tensors(linear, bits, rows, out),
+        _ => super::coded::reference_rows(linear, rows, out),
     }
 }
 
