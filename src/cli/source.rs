@@ -143,7 +143,7 @@ pub enum Kind<'a> {
     /// A GGUF tensor of a type dq does not decode (its type's name).
     Unsupported(String),
     /// A quantized linear's weight.
-    Linear(QuantLinear<'a>),
+    Linear(Box<QuantLinear<'a>>),
     /// An f16/bf16/f32 tensor, converted to the output dtype.
     Float(TensorRef<'a>),
     /// Any other tensor, copied as it is.
@@ -175,7 +175,7 @@ impl<'a> Item<'a> {
             name: l.weight_name(),
             shape: l.shape(),
             src_bytes,
-            kind: Kind::Linear(l),
+            kind: Kind::Linear(Box::new(l)),
         }
     }
 
