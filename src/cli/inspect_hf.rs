@@ -26,9 +26,9 @@ fn group(l: &QuantLinear<'_>) -> String {
     }
 }
 
-/// Where the scales lie: `[G, N]`, `[N, G]`, or one per `[rows, inputs]` block of
-/// the weight, with a global scale for NVFP4.
-fn scale_layout(l: &QuantLinear<'_>) -> String {
+/// Where the scales of an integer or float linear lie: `[G, N]`, `[N, G]`, or one
+/// per `[rows, inputs]` block of the weight, with a global scale for NVFP4.
+fn packed_layout(l: &QuantLinear<'_>) -> String {
     // compressed-tensors stores the reciprocal (divides), ModelOpt multiplies.
     let global = match (l.scheme(), l.global_scale()) {
         (
@@ -62,6 +62,27 @@ fn scale_layout(l: &QuantLinear<'_>) -> String {
         Scheme::Float {
             block_n, block_k, ..
         } => format!("per {block_n}x{block_k} block{global}"),
+        // The coded families: `scale_layout` names theirs.
+        _ => String::new(),
+    }
+}
+
+/// Where the scales are and what they scale: `F16 [G, N]`, `F32 per 128x128 block`,
+/// `absmax u8 per 64 of the flat weight, nested f32`, `e8m0 per 32`.
+fn scale_layout(l: &QuantLinear<'_>) -> String {
+    let dtype = l.scales().dtype().to_string().to_ascii_lowercase();
+    match l.scheme() {
+        Scheme::Bnb4 { nested: true, .. } => {
+            format!(
+                "absmax u8 per {} of the flat weight, nested f32",
+                l.group_size()
+            )
+        }
+        Scheme::Bnb4 { .. } => format!("absmax f32 per {} of the flat weight", l.group_size()),
+        Scheme::Bnb8 => "SCB f32 per row, / 127".into(),
+        Scheme::Mlx { .. } => format!("scales + biases {dtype} per {}", l.group_size()),
+        Scheme::Mxfp4 => "e8m0 per 32".into(),
+        _ => format!("{} {}", l.scales().dtype(), packed_layout(l)),
     }
 }
 
@@ -91,20 +112,13 @@ pub fn print_text(c: &Checkpoint) {
                 l.scheme().to_string(),
                 l.scheme().bits().to_string(),
                 group(l),
-                format!("[{}, {}]", l.n(), l.k()),
-                format!("{} {}", l.scales().dtype(), scale_layout(l)),
+                scale_layout(l),
+                format!("{:?}", l.shape()),
             ]
         })
         .collect();
     table(
-        &[
-            "linear",
-            "scheme",
-            "bits",
-            "group",
-            "shape [N, K]",
-            "scales",
-        ],
+        &["linear", "scheme", "bits", "group", "scales", "shape"],
         &rows,
     );
     println!();
@@ -141,14 +155,14 @@ pub fn to_json(c: &Checkpoint) -> Value {
         .map(|l| {
             json!({
                 "name": l.name(),
-                "weight": format!("{}.weight", l.name()),
+                "weight": l.weight_name(),
                 "scheme": l.scheme().to_string(),
                 "bits": l.scheme().bits(),
                 "group_size": group_size(&l),
                 "groups": l.groups(),
                 "act_order": act_order(&l),
                 "zero_points": l.zeros().is_some(),
-                "shape": [l.n(), l.k()],
+                "shape": l.shape(),
                 "scales_dtype": l.scales().dtype().to_string(),
                 "scale_layout": scale_layout(&l),
             })

@@ -159,7 +159,7 @@ pub enum Kind<'a> {
     /// A GGUF tensor of a type dq does not decode (its type's name).
     Unsupported(String),
     /// A quantized linear's weight.
-    Linear(QuantLinear<'a>),
+    Linear(Box<QuantLinear<'a>>),
     /// An f16/bf16/f32 tensor, converted to the output dtype.
     Float(TensorRef<'a>),
     /// Any other tensor, copied as it is.
@@ -188,10 +188,10 @@ impl<'a> Item<'a> {
             + l.scales().data().len()
             + l.zeros().map_or(0, |z| z.data().len());
         Item {
-            name: format!("{}.weight", l.name()),
-            shape: vec![l.n(), l.k()],
+            name: l.weight_name(),
+            shape: l.shape(),
             src_bytes,
-            kind: Kind::Linear(l),
+            kind: Kind::Linear(Box::new(l)),
         }
     }
 
@@ -244,7 +244,8 @@ impl Item<'_> {
                 name: self.name.clone(),
                 ty: ty.clone(),
             })?,
-            Kind::Linear(_) | Kind::Float(_) | Kind::Copy(_) => {}
+            Kind::Linear(l) => l.check_backend(backend)?,
+            Kind::Float(_) | Kind::Copy(_) => {}
         }
         Ok(())
     }

@@ -486,7 +486,7 @@ fn inspect_lists_quantized_linears() {
     };
     assert_eq!(
         row("model.layers.0.mlp.up_proj"),
-        "model.layers.0.mlp.up_proj|GPTQ v1 4-bit|4|64|[32, 96]|F16 [G, N]"
+        "model.layers.0.mlp.up_proj|GPTQ v1 4-bit|4|64|F16 [G, N]|[32, 96]"
     );
     assert_eq!(row("model.norm.weight"), "model.norm.weight|BF16|[8]|16");
     assert!(

@@ -11,6 +11,7 @@ mod cli;
 mod cli_fuzz;
 mod cli_hostile;
 mod convert;
+mod convert_coded;
 mod float_cli;
 #[cfg(unix)]
 mod folder;

@@ -17,6 +17,7 @@ mod gguf_streamed;
 mod gguf_tables;
 mod hf_auto;
 mod hf_checkpoints;
+mod hf_coded;
 mod hf_float;
 mod hf_generated;
 #[cfg(feature = "jit")]

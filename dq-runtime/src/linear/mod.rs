@@ -26,6 +26,7 @@
 //! # Ok::<(), dq_runtime::linear::LinearError>(())
 //! ```
 
+pub mod coded;
 mod driver;
 mod lut;
 mod out;

@@ -277,12 +277,23 @@ impl Checkpoint {
             Some(name) => Some(self.tensor(name)?),
             None => None,
         };
+        let mut aux = [None; 3];
+        for (slot, name) in info
+            .coded
+            .iter()
+            .flat_map(|c| c.aux.iter())
+            .enumerate()
+            .take(3)
+        {
+            aux[slot] = Some(self.tensor(name)?);
+        }
         Some(QuantLinear::new(
             prefix,
             info,
             self.tensor(&info.packed)?,
             self.tensor(&info.scales)?,
             zeros,
+            aux,
         ))
     }
 
@@ -325,6 +336,10 @@ fn read_config(path: &Path) -> Result<Option<QuantConfig>> {
             what: "config.json",
             source,
         })?;
+    // mlx-lm writes `quantization` (and the same object as `quantization_config`).
+    if let Some(q) = value.get("quantization").filter(|q| !q.is_null()) {
+        return super::families::mlx_config(q).map(Some);
+    }
     match value.get("quantization_config") {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(q) => QuantConfig::from_json(q).map(Some),

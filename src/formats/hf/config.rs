@@ -23,6 +23,12 @@ pub enum QuantMethod {
     Fp8,
     /// NVIDIA ModelOpt (`quant_method: "modelopt"`), NVFP4.
     ModelOpt,
+    /// bitsandbytes (NF4/FP4, LLM.int8).
+    Bitsandbytes,
+    /// MLX affine (`config.json` `quantization`).
+    Mlx,
+    /// gpt-oss MXFP4 experts.
+    Mxfp4,
 }
 
 impl fmt::Display for QuantMethod {
@@ -33,6 +39,9 @@ impl fmt::Display for QuantMethod {
             QuantMethod::CompressedTensors => "compressed-tensors",
             QuantMethod::Fp8 => "fp8",
             QuantMethod::ModelOpt => "modelopt",
+            QuantMethod::Bitsandbytes => "bitsandbytes",
+            QuantMethod::Mlx => "mlx",
+            QuantMethod::Mxfp4 => "mxfp4",
         })
     }
 }
@@ -99,6 +108,20 @@ pub enum QuantConfig {
     CtNvfp4,
     /// NVIDIA ModelOpt NVFP4.
     ModelOptNvfp4,
+    /// bitsandbytes: 4-bit (NF4/FP4 per linear, from its quant state) or 8-bit LLM.int8.
+    Bitsandbytes {
+        /// 4 or 8.
+        bits: u32,
+    },
+    /// MLX affine: `w · scale + bias` per group of inputs.
+    Mlx {
+        /// 2, 3, 4, 6 or 8.
+        bits: u32,
+        /// Inputs per group.
+        group_size: usize,
+    },
+    /// gpt-oss MXFP4: e2m1 pairs with an e8m0 scale per 32 inputs.
+    Mxfp4,
 }
 
 impl QuantConfig {
@@ -111,6 +134,9 @@ impl QuantConfig {
             QuantConfig::Fp8 { .. } => QuantMethod::Fp8,
             QuantConfig::CtFp8 { .. } | QuantConfig::CtNvfp4 => QuantMethod::CompressedTensors,
             QuantConfig::ModelOptNvfp4 => QuantMethod::ModelOpt,
+            QuantConfig::Bitsandbytes { .. } => QuantMethod::Bitsandbytes,
+            QuantConfig::Mlx { .. } => QuantMethod::Mlx,
+            QuantConfig::Mxfp4 => QuantMethod::Mxfp4,
         }
     }
 
@@ -128,8 +154,11 @@ impl QuantConfig {
     /// Bits per weight.
     pub fn bits(&self) -> u32 {
         match *self {
-            QuantConfig::Gptq { bits, .. } | QuantConfig::CompressedTensors { bits, .. } => bits,
-            QuantConfig::Awq { .. } => 4,
+            QuantConfig::Gptq { bits, .. }
+            | QuantConfig::CompressedTensors { bits, .. }
+            | QuantConfig::Bitsandbytes { bits }
+            | QuantConfig::Mlx { bits, .. } => bits,
+            QuantConfig::Awq { .. } | QuantConfig::Mxfp4 => 4,
             QuantConfig::Fp8 { .. } | QuantConfig::CtFp8 { .. } => 8,
             QuantConfig::CtNvfp4 | QuantConfig::ModelOptNvfp4 => 4,
         }
@@ -152,6 +181,8 @@ impl QuantConfig {
             Some("compressed-tensors" | "compressed_tensors") => compressed_tensors(obj),
             Some("fp8") => float_config::fp8(obj),
             Some("modelopt") => float_config::modelopt(obj),
+            Some("bitsandbytes") => super::families::bnb_config(obj),
+            Some("mxfp4") => Ok(QuantConfig::Mxfp4),
             Some(other) => Err(HfError::UnknownQuantMethod {
                 method: other.to_owned(),
             }),
@@ -241,7 +272,7 @@ fn field<'a>(
     keys.iter().find_map(|&k| obj.get(k).map(|v| (k, v)))
 }
 
-fn flag(obj: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool> {
+pub(super) fn flag(obj: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v.as_bool().ok_or_else(|| invalid(key, v)),

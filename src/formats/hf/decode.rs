@@ -52,6 +52,9 @@ impl QuantLinear<'_> {
                 got: out.len(),
             });
         }
+        if self.is_coded() {
+            return self.dequantize_coded(out, opts);
+        }
         if opts.backend() == Backend::Reference {
             let decode = |rows: std::ops::Range<usize>, buf: &mut [f32]| {
                 reference::rows(self, rows, buf);

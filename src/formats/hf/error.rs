@@ -56,7 +56,7 @@ pub enum HfError {
     },
     /// `quant_method` names a method dq does not read.
     #[error(
-        "quantization_config: unknown quant_method {method:?} (dq reads gptq, awq, compressed-tensors)"
+        "quantization_config: unknown quant_method {method:?} (dq reads gptq, awq, compressed-tensors, bitsandbytes, mxfp4)"
     )]
     UnknownQuantMethod {
         /// The value.
@@ -170,6 +170,24 @@ pub enum HfError {
         /// The safetensors crate's error.
         #[source]
         source: SafeTensorError,
+    },
+    /// A bitsandbytes quant state (its JSON tensor) is invalid.
+    #[error("tensor {tensor}: invalid quant state: {why}")]
+    InvalidQuantState {
+        /// The quant state tensor.
+        tensor: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A backend has no kernel for a linear's scheme.
+    #[error("linear {linear}: the {backend} backend does not run {scheme} weights")]
+    NoKernel {
+        /// The linear.
+        linear: String,
+        /// Its scheme.
+        scheme: String,
+        /// The backend asked for.
+        backend: &'static str,
     },
     /// A quantized linear lacks one of its tensors.
     #[error("quantized linear {linear:?}: missing tensor {tensor}")]

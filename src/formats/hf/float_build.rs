@@ -142,5 +142,6 @@ fn info(
         zeros: None,
         global_scale,
         fields,
+        coded: None,
     })
 }

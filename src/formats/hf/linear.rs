@@ -8,6 +8,7 @@ use safetensors::Dtype;
 use super::checkpoint::TensorRef;
 use super::config::{CtStrategy, GptqVersion, QuantConfig};
 use super::error::{HfError, Result};
+use super::families::{self, BnbType, CodedInfo};
 use super::float::FloatFormat;
 use super::float_build;
 use dq_runtime::DType;
@@ -60,6 +61,23 @@ pub enum Scheme {
         /// Inputs per scale block.
         block_k: u32,
     },
+    /// bitsandbytes 4-bit: `P.weight` u8, two codes a byte (high nibble first) of the
+    /// flattened weight, `quant_map[code] · absmax[block]`.
+    Bnb4 {
+        /// NF4 or FP4.
+        kind: BnbType,
+        /// `absmax` double-quantized (u8 codes, `nested_absmax`, `nested_quant_map`).
+        nested: bool,
+    },
+    /// bitsandbytes LLM.int8: `(weight · SCB[n]) · (1/127)`.
+    Bnb8,
+    /// MLX affine: `weight` u32 codes LSB first, `code · scale + bias` per group.
+    Mlx {
+        /// 2, 3, 4, 6 or 8.
+        bits: u32,
+    },
+    /// gpt-oss MXFP4: e2m1 codes (low nibble first) times `2^(e - 127)` per 32.
+    Mxfp4,
 }
 
 impl fmt::Display for Scheme {
@@ -81,6 +99,17 @@ impl fmt::Display for Scheme {
                 FloatFormat::CtNvfp4 => "compressed-tensors NVFP4",
                 FloatFormat::ModelOptNvfp4 => "ModelOpt NVFP4",
             }),
+            Scheme::Bnb4 { kind, nested } => {
+                let kind = match kind {
+                    BnbType::Nf4 => "NF4",
+                    BnbType::Fp4 => "FP4",
+                };
+                let dq = if nested { " double-quant" } else { "" };
+                write!(f, "bitsandbytes {kind}{dq}")
+            }
+            Scheme::Bnb8 => f.write_str("bitsandbytes LLM.int8"),
+            Scheme::Mlx { bits } => write!(f, "MLX affine {bits}-bit"),
+            Scheme::Mxfp4 => f.write_str("MXFP4"),
         }
     }
 }
@@ -89,8 +118,11 @@ impl Scheme {
     /// Bits per weight.
     pub fn bits(&self) -> u32 {
         match *self {
-            Scheme::Gptq { bits, .. } | Scheme::CompressedTensors { bits } => bits,
-            Scheme::Awq => 4,
+            Scheme::Gptq { bits, .. }
+            | Scheme::CompressedTensors { bits }
+            | Scheme::Mlx { bits } => bits,
+            Scheme::Awq | Scheme::Bnb4 { .. } | Scheme::Mxfp4 => 4,
+            Scheme::Bnb8 => 8,
             Scheme::Float { format, .. } if format.element() == DType::F4E2M1 => 4,
             Scheme::Float { .. } => 8,
         }
@@ -112,12 +144,44 @@ pub(crate) struct LinearInfo {
     /// NVFP4's per-tensor scale, read at open.
     pub global_scale: Option<f32>,
     pub fields: &'static [&'static str],
+    /// A coded linear's extra record (bitsandbytes, MLX, MXFP4).
+    pub coded: Option<CodedInfo>,
 }
 
 impl LinearInfo {
     /// The names this linear may hold (present or not).
     pub fn tensor_names<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = String> + 'a {
-        self.fields.iter().map(move |f| join(prefix, f))
+        let coded = self.coded.iter().flat_map(|c| c.members.iter().cloned());
+        self.fields
+            .iter()
+            .map(move |f| join(prefix, f))
+            .chain(coded)
+    }
+
+    /// A coded linear's record.
+    pub fn coded(
+        scheme: Scheme,
+        n: usize,
+        k: usize,
+        groups: usize,
+        packed: &str,
+        scales: &str,
+        coded: CodedInfo,
+    ) -> LinearInfo {
+        LinearInfo {
+            scheme,
+            n,
+            k,
+            groups,
+            group_size: coded.block,
+            g_idx: None,
+            packed: packed.to_owned(),
+            scales: scales.to_owned(),
+            zeros: None,
+            fields: &[],
+            global_scale: None,
+            coded: Some(coded),
+        }
     }
 }
 
@@ -137,6 +201,8 @@ pub struct QuantLinear<'a> {
     zeros: Option<TensorRef<'a>>,
     /// 1 where the format has none (an `Option` would make the view larger).
     global_scale: f32,
+    coded: Option<&'a CodedInfo>,
+    aux: [Option<TensorRef<'a>>; 3],
 }
 
 impl<'a> QuantLinear<'a> {
@@ -146,6 +212,7 @@ impl<'a> QuantLinear<'a> {
         packed: TensorRef<'a>,
         scales: TensorRef<'a>,
         zeros: Option<TensorRef<'a>>,
+        aux: [Option<TensorRef<'a>>; 3],
     ) -> Self {
         QuantLinear {
             name,
@@ -159,7 +226,32 @@ impl<'a> QuantLinear<'a> {
             scales,
             zeros,
             global_scale: info.global_scale.unwrap_or(1.0),
+            coded: info.coded.as_ref(),
+            aux,
         }
+    }
+
+    /// The output tensor's name: `<prefix>.weight`, or gpt-oss' `<prefix>` (the name
+    /// without `_blocks`).
+    pub fn weight_name(&self) -> String {
+        self.coded
+            .map_or_else(|| format!("{}.weight", self.name), |c| c.out_name.clone())
+    }
+
+    /// The output tensor's shape: `[N, K]`, or gpt-oss' `[E, K, N]` (transformers'
+    /// orientation; [`n`](Self::n) is then `E·K` rows of `N`).
+    pub fn shape(&self) -> Vec<usize> {
+        self.coded
+            .map_or_else(|| vec![self.n, self.k], |c| c.out_shape.clone())
+    }
+
+    pub(crate) fn coded_info(&self) -> Option<&'a CodedInfo> {
+        self.coded
+    }
+
+    /// Extra tensor `slot` of a coded linear (see [`CodedInfo::aux`]).
+    pub(crate) fn aux(&self, slot: usize) -> Option<TensorRef<'a>> {
+        self.aux.get(slot).copied().flatten()
     }
 
     /// The prefix (`model.layers.0.mlp.up_proj`); the dequantized weight is `<prefix>.weight`.
@@ -246,6 +338,9 @@ pub(crate) fn prefixes<'n>(
     mut names: impl Iterator<Item = &'n String>,
     path: &Path,
 ) -> Result<Vec<String>> {
+    if let Some(c) = config.filter(|c| families::is_coded(c)) {
+        return Ok(families::prefixes(c, names));
+    }
     let anchor = match config {
         None if names.any(|n| matches!(split(n).1, "qweight" | "weight_packed")) => {
             return Err(HfError::NoQuantizationConfig {
@@ -284,6 +379,7 @@ pub(crate) fn orphans<'n>(
         QuantConfig::Fp8 { .. } | QuantConfig::CtFp8 { .. } | QuantConfig::ModelOptNvfp4 => {
             return Ok(());
         }
+        c if families::is_coded(c) => return families::orphans(c, names, is_linear),
         _ => ("qweight", &["qzeros"]),
     };
     for name in names {
@@ -323,6 +419,7 @@ pub(crate) fn build<'a>(
         QuantConfig::CtFp8 { scales } => float_build::ct_fp8(&t, scales),
         QuantConfig::CtNvfp4 => float_build::nvfp4(&t, FloatFormat::CtNvfp4),
         QuantConfig::ModelOptNvfp4 => float_build::nvfp4(&t, FloatFormat::ModelOptNvfp4),
+        _ => families::build(prefix, config, get),
     }
 }
 
@@ -360,6 +457,7 @@ fn gptq(
         zeros: Some(qzeros.name().to_owned()),
         global_scale: None,
         fields: GPTQ_FIELDS,
+        coded: None,
     })
 }
 
@@ -390,6 +488,7 @@ fn awq(t: &Tensors<'_, '_>, group_size: Option<usize>) -> Result<LinearInfo> {
         zeros: Some(qzeros.name().to_owned()),
         global_scale: None,
         fields: &GPTQ_FIELDS[..3],
+        coded: None,
     })
 }
 
@@ -442,6 +541,7 @@ fn compressed_tensors(
         zeros,
         global_scale: None,
         fields: CT_FIELDS,
+        coded: None,
     })
 }
 

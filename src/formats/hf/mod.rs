@@ -24,9 +24,11 @@
 //! ```
 
 mod checkpoint;
+mod coded;
 mod config;
 mod decode;
 mod error;
+mod families;
 mod file;
 mod float;
 mod float_build;
@@ -39,6 +41,7 @@ pub mod reference;
 pub use checkpoint::{Checkpoint, TensorRef};
 pub use config::{CtStrategy, GptqVersion, QuantConfig, QuantMethod};
 pub use error::{HfError, Result};
+pub use families::BnbType;
 pub use float::FloatFormat;
 pub use float_config::FloatScales;
 pub use linear::{QuantLinear, Scheme};

@@ -24,7 +24,8 @@ impl<'a> QuantLinear<'a> {
     ///
     /// # Errors
     /// [`HfError::Plan`] when a view reaches past its tensor (not for a linear the
-    /// checkpoint reader accepted).
+    /// checkpoint reader accepted); [`HfError::NoKernel`] for a coded scheme
+    /// (bitsandbytes, MLX, MXFP4), which this integer plan does not describe.
     pub fn plan(&self) -> Result<Linear<'a>> {
         let (n, g) = (self.n(), self.groups());
         let bits = self.scheme().bits();
@@ -69,6 +70,13 @@ impl<'a> QuantLinear<'a> {
                         what: "weights",
                         why: why.into(),
                     },
+                });
+            }
+            Scheme::Bnb4 { .. } | Scheme::Bnb8 | Scheme::Mlx { .. } | Scheme::Mxfp4 => {
+                return Err(HfError::NoKernel {
+                    linear: self.name().to_owned(),
+                    scheme: self.scheme().to_string(),
+                    backend: "integer linear plan",
                 });
             }
             Scheme::CompressedTensors { .. } => {

@@ -34,6 +34,7 @@ pub(crate) fn rows(linear: &QuantLinear<'_>, rows: Range<usize>, out: &mut [f32]
         Scheme::Awq => awq(linear, rows, out),
         Scheme::CompressedTensors { bits } => compressed_tensors(linear, bits, rows, out),
         Scheme::Float { .. } => super::float::reference_rows(linear, rows, out),
+        _ => super::coded::reference_rows(linear, rows, out),
     }
 }
 
