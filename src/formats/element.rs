@@ -114,6 +114,16 @@ pub(crate) fn split_direct<T: Element>(
     exec::fill_parallel(out, per_unit, threads, &fill);
 }
 
+/// Makes this thread store plainly until the guard drops, whatever the strategy
+/// for the output (`DQ_STORE` or the call's tuning) says: for decoding into an f32
+/// scratch buffer that is read back at once (non-temporal stores would send it to
+/// memory and back).
+pub(crate) fn scratch() -> policy::Entered {
+    policy::Tuning::current()
+        .with_store(StoreStrategy::Plain)
+        .enter()
+}
+
 /// Decodes the units of `out` (the first is unit `first`) on this thread: in place
 /// for f32, through a small f32 buffer otherwise, its conversions stored
 /// non-temporally where the store strategy for `out` says so (as the f32
@@ -131,10 +141,7 @@ fn run<T: Element>(
     let stream = policy::store_for(size_of_val(out)) == StoreStrategy::NonTemporal;
     let step = (PIECE / per_unit).max(1);
     let mut buf = vec![0f32; step.min(units) * per_unit];
-    // The f32 buffer is scratch, read back at once: stored plainly whatever the
-    // strategy for the output (`DQ_STORE` or the call's tuning) says.
-    let scratch = policy::Tuning::current().with_store(StoreStrategy::Plain);
-    let _plain = scratch.enter();
+    let _plain = scratch();
     for (i, chunk) in out.chunks_mut(step * per_unit).enumerate() {
         let start = first + i * step;
         let n = chunk.len() / per_unit;

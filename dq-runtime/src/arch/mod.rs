@@ -245,22 +245,26 @@ pub fn narrow_bf16(dst: &mut [u16], x: &[f32]) {
 }
 
 /// [`narrow_f16`] (`bf16` false) or [`narrow_bf16`] (true) into `dst` by
-/// non-temporal stores ([`stream_copy`], fenced at the end): each tile of values
-/// is converted into a small cache-resident buffer first.
+/// non-temporal stores, fenced at the end: f16 by [`f32_to_f16_stream`]; bf16
+/// converted a tile at a time into a small cache-resident buffer, then
+/// [`stream_copy`].
 ///
 /// # Panics
 /// If the lengths differ.
 pub fn narrow_stream(dst: &mut [u16], x: &[f32], bf16: bool) {
     assert_eq!(dst.len(), x.len(), "one 16-bit value per f32");
+    if !bf16 {
+        // SAFETY: dst holds x.len() u16s, 2 * x.len() bytes; a `&mut` does not
+        // overlap `x`.
+        unsafe { f32_to_f16_stream(dst.as_mut_ptr().cast(), x) };
+        stream_fence();
+        return;
+    }
     const TILE: usize = 2048;
     let mut tile = [0u16; TILE];
     for (d, x) in dst.chunks_mut(TILE).zip(x.chunks(TILE)) {
         let t = &mut tile[..x.len()];
-        if bf16 {
-            narrow_bf16(t, x);
-        } else {
-            narrow_f16(t, x);
-        }
+        narrow_bf16(t, x);
         let bytes: &[u8] = bytemuck::cast_slice(t);
         // SAFETY: `d` holds `t.len()` u16s, the bytes of `bytes`; a stack tile
         // does not overlap the caller's `&mut` dst.

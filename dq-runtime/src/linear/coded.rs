@@ -31,7 +31,7 @@ use std::ops::Range;
 use half::{bf16, f16};
 
 use super::lut::{self, Table};
-use super::{LinearError, Out, ScaleType};
+use super::{LinearError, Out, ScaleType, check_rows};
 use crate::arch::{self, Isa};
 
 /// How codes sit in their bytes.
@@ -335,19 +335,7 @@ impl<'a> Coded<'a> {
         rows: Range<usize>,
         out: &mut [T],
     ) -> Result<(), LinearError> {
-        if !isa.available() {
-            return Err(LinearError::IsaUnavailable { isa });
-        }
-        let fits = rows.start <= rows.end && rows.end <= self.n;
-        if !fits || rows.len().checked_mul(self.k) != Some(out.len()) {
-            return Err(LinearError::Output {
-                start: rows.start,
-                end: rows.end,
-                n: self.n,
-                k: self.k,
-                got: out.len(),
-            });
-        }
+        check_rows(isa, &rows, self.n, self.k, out.len())?;
         match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `isa.available()` above: the CPU has AVX-512 F/BW/VL/DQ, AVX2, F16C.

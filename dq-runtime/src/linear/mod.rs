@@ -189,24 +189,38 @@ impl<'a> Linear<'a> {
         rows: Range<usize>,
         out: &mut [T],
     ) -> Result<(), LinearError> {
-        if !isa.available() {
-            return Err(LinearError::IsaUnavailable { isa });
-        }
-        let fits = rows.start <= rows.end && rows.end <= self.n;
-        if !fits || rows.len().checked_mul(self.k) != Some(out.len()) {
-            return Err(LinearError::Output {
-                start: rows.start,
-                end: rows.end,
-                n: self.n,
-                k: self.k,
-                got: out.len(),
-            });
-        }
+        check_rows(isa, &rows, self.n, self.k, out.len())?;
         if !out.is_empty() {
             driver::run(isa, self, rows, out);
         }
         Ok(())
     }
+}
+
+/// The checks of a `run_on` of rows `rows` of an `[n, k]` weight into an output of
+/// `len` elements: `isa` runs here, and `rows` lie in `0..n` with `len` their
+/// elements.
+pub(crate) fn check_rows(
+    isa: Isa,
+    rows: &Range<usize>,
+    n: usize,
+    k: usize,
+    len: usize,
+) -> Result<(), LinearError> {
+    if !isa.available() {
+        return Err(LinearError::IsaUnavailable { isa });
+    }
+    let fits = rows.start <= rows.end && rows.end <= n;
+    if !fits || rows.len().checked_mul(k) != Some(len) {
+        return Err(LinearError::Output {
+            start: rows.start,
+            end: rows.end,
+            n,
+            k,
+            got: len,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -213,13 +213,12 @@ impl Bands<'_, '_> {
         let k = self.l.k();
         let step = (PIECE / k).max(1);
         let mut buf = vec![0f32; step.min(rows.len()) * k];
+        let _plain = element::scratch();
         for (i, chunk) in out.chunks_mut(step * k).enumerate() {
             let start = rows.start + i * step;
             let buf = &mut buf[..chunk.len()];
             self.rows(kernel, start..start + chunk.len() / k, buf)?;
-            for (o, &y) in chunk.iter_mut().zip(buf.iter()) {
-                *o = T::from_f32(y);
-            }
+            T::from_f32s(chunk, buf, false);
         }
         Ok(())
     }
