@@ -405,19 +405,30 @@ fn sample_rounds(
 /// the kernels' pool is: the yardstick pays no thread start-up per call) when it
 /// is at least [`SPLIT_COPY`] bytes.
 fn parallel_copy(pool: Option<&rayon::ThreadPool>, src: &[u8], dst: &mut [u8]) {
+    split_over(pool, dst, |at, d| d.copy_from_slice(&src[at..at + d.len()]));
+}
+
+/// `f(offset, piece)` over `dst` cut into one 64-byte aligned piece per thread of
+/// `pool`, run on the pool, from [`SPLIT_COPY`] bytes up; else `f(0, dst)` here.
+/// The yardsticks' (memcpy, write roofline) split.
+pub(super) fn split_over(
+    pool: Option<&rayon::ThreadPool>,
+    dst: &mut [u8],
+    f: impl Fn(usize, &mut [u8]) + Sync,
+) {
     use rayon::prelude::*;
-    let Some(pool) = pool.filter(|_| src.len() >= SPLIT_COPY) else {
-        dst.copy_from_slice(src);
+    let Some(pool) = pool.filter(|_| dst.len() >= SPLIT_COPY) else {
+        f(0, dst);
         return;
     };
-    let chunk = src
+    let chunk = dst
         .len()
         .div_ceil(pool.current_num_threads())
         .next_multiple_of(64);
     pool.install(|| {
         dst.par_chunks_mut(chunk)
-            .zip(src.par_chunks(chunk))
-            .for_each(|(d, c)| d.copy_from_slice(c));
+            .enumerate()
+            .for_each(|(i, d)| f(i * chunk, d));
     });
 }
 
@@ -425,7 +436,7 @@ fn parallel_copy(pool: Option<&rayon::ThreadPool>, src: &[u8], dst: &mut [u8]) {
 /// EPYC (Zen 4) VM a 256 KiB copy took several times longer on two threads than
 /// on one, and the pool's threads, spinning after each split, slowed the kernels'
 /// calls timed next to it (BENCHMARKS.md).
-pub(super) const SPLIT_COPY: usize = 4 << 20;
+const SPLIT_COPY: usize = 4 << 20;
 
 /// A pool of `threads` threads for the memcpy yardstick; `None` for one thread.
 fn copy_pool(threads: usize) -> Result<Option<rayon::ThreadPool>, CliError> {

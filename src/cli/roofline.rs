@@ -8,22 +8,10 @@ use dq::policy::{StoreStrategy, write_with};
 /// store a computed block).
 const BLOCK: usize = 16 << 10;
 
-/// Writes `dst` with strategy `s`, split over `pool`'s threads (as the memcpy
-/// yardstick, from [`super::bench::SPLIT_COPY`] bytes up).
+/// Writes `dst` with strategy `s`, split over `pool`'s threads as the memcpy
+/// yardstick is ([`super::bench::split_over`]).
 pub fn write(pool: Option<&rayon::ThreadPool>, s: StoreStrategy, block: &[u8], dst: &mut [u8]) {
-    use rayon::prelude::*;
-    let Some(pool) = pool.filter(|_| dst.len() >= super::bench::SPLIT_COPY) else {
-        write_with(s, dst, block);
-        return;
-    };
-    let chunk = dst
-        .len()
-        .div_ceil(pool.current_num_threads())
-        .next_multiple_of(64);
-    pool.install(|| {
-        dst.par_chunks_mut(chunk)
-            .for_each(|d| write_with(s, d, block));
-    });
+    super::bench::split_over(pool, dst, |_, d| write_with(s, d, block));
 }
 
 /// The block the roofline's writes copy from.
