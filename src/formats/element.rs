@@ -20,7 +20,14 @@ mod sealed {
 /// An element a decoder writes: f32 (the contract value itself), or f16/bf16 (its
 /// round-to-nearest-even).
 pub trait Element:
-    Copy + Default + Send + Sync + bytemuck::Pod + dq_runtime::linear::Out + sealed::Sealed
+    Copy
+    + Default
+    + Send
+    + Sync
+    + bytemuck::Pod
+    + dq_runtime::linear::Out
+    + dq_runtime::block::BlockOut
+    + sealed::Sealed
 {
     /// The dq dtype of this element.
     const DTYPE: DType;

@@ -2,26 +2,28 @@
 //! every supported GGUF type, every ISA this CPU runs, random f16 `d`/`dmin` among
 //! them zero, subnormals, negatives, infinities and NaNs (signalling ones too),
 //! e8m0 bytes 0, 1, 254 and 255, one block or many, and the bytes cut into 1, 2 or 3
-//! runs of whole blocks (how threads split a tensor), bit for bit.
+//! runs of whole blocks (how threads split a tensor), bit for bit; f16 and bf16
+//! outputs are `half`'s rounding of the reference's f32.
 use crate::support;
 use dq::arch::Isa;
-use dq::block::{BlockError, gguf};
+use dq::block::{BlockError, BlockOut, gguf};
 use dq::formats::gguf::{GgmlType, reference};
+use half::{bf16, f16};
 use proptest::prelude::*;
 use support::Rng;
 use support::gguf::{every_byte_blocks, random_blocks, supported};
 
-/// Decodes `bytes` with form `form` of the generated kernel on `isa`, in `cuts`
-/// runs of whole blocks; `None` when this CPU cannot run `isa`.
-fn generated(
+/// Decodes `bytes` into `O` with form `form` of the generated kernel on `isa`, in
+/// `cuts` runs of whole blocks; `None` when this CPU cannot run `isa`.
+fn generated<O: BlockOut>(
     ty: GgmlType,
     (isa, form): (Isa, usize),
     bytes: &[u8],
     cuts: &[usize],
-) -> Option<Vec<f32>> {
+) -> Option<Vec<O>> {
     let k = gguf::kernel(ty.name()).unwrap();
     let blocks = bytes.len() / k.block_bytes;
-    let mut out = vec![f32::NAN; blocks * k.block_elems];
+    let mut out = vec![O::of(f32::NAN); blocks * k.block_elems];
     let mut at = 0;
     for end in cuts.iter().copied().chain([blocks]) {
         let end = end.clamp(at, blocks);
@@ -45,7 +47,7 @@ fn check(ty: GgmlType, bytes: &[u8], cuts: &[usize]) {
         .into_iter()
         .flat_map(|i| (0..k.forms()).map(move |f| (i, f)))
     {
-        let Some(got) = generated(ty, (isa, form), bytes, cuts) else {
+        let Some(got) = generated::<f32>(ty, (isa, form), bytes, cuts) else {
             support::isa_unavailable(isa, &format!("generated GGUF blocks on {}", isa.name()));
             continue;
         };
@@ -58,6 +60,34 @@ fn check(ty: GgmlType, bytes: &[u8], cuts: &[usize]) {
                 i / k.block_elems
             );
         }
+        let bf: Vec<u16> = want.iter().map(|&w| bf16::from_f32(w).to_bits()).collect();
+        let h: Vec<u16> = want.iter().map(|&w| f16::from_f32(w).to_bits()).collect();
+        let got_bf = generated::<bf16>(ty, (isa, form), bytes, cuts).unwrap();
+        let got_h = generated::<f16>(ty, (isa, form), bytes, cuts).unwrap();
+        let at = format!("{ty} on {} form {form}", isa.name());
+        assert_bits16(
+            &got_bf.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+            &bf,
+            &want,
+            &(at.clone() + " bf16"),
+        );
+        assert_bits16(
+            &got_h.iter().map(|y| y.to_bits()).collect::<Vec<_>>(),
+            &h,
+            &want,
+            &(at + " f16"),
+        );
+    }
+}
+
+/// `got == want` (16-bit patterns), naming the first element that differs and the
+/// reference's f32 there.
+fn assert_bits16(got: &[u16], want: &[u16], f32s: &[f32], at: &str) {
+    if let Some(i) = got.iter().zip(want).position(|(g, w)| g != w) {
+        panic!(
+            "{at} element {i}: got {:#06x}, want {:#06x} (reference {:e})",
+            got[i], want[i], f32s[i]
+        );
     }
 }
 
@@ -123,7 +153,7 @@ fn lengths_and_isas_are_checked() {
         .run_on(Isa::Portable, &[0; 144], &mut [0f32; 255])
         .unwrap_err();
     assert!(matches!(err, BlockError::Length { .. }), "{err}");
-    k.run_on(Isa::Portable, &[], &mut []).unwrap();
+    k.run_on(Isa::Portable, &[], &mut [0f32; 0]).unwrap();
     if !Isa::Avx512.available() {
         let err = k
             .run_on(Isa::Avx512, &[0; 144], &mut [0f32; 256])

@@ -2,12 +2,14 @@
 //! every supported GGUF type, every ISA this CPU runs, an output aligned for the
 //! streamed stores and one that is not (plain stores then), bit for bit. The test
 //! makes every output count as large (`store_switch`: a `Tuning` on its thread), so
-//! the streamed path runs on small tensors.
+//! the streamed path runs on small tensors. f16 and bf16 outputs stream too: they
+//! are `half`'s rounding of the reference's f32.
 use crate::support;
 use dq::arch::Isa;
-use dq::block::{BlockError, form, gguf};
+use dq::block::{form, gguf};
 use dq::formats::gguf::reference;
 use dq::policy::{self, StoreStrategy};
+use half::{bf16, f16};
 use support::Rng;
 use support::gguf::{random_blocks, supported};
 use support::paths::store_switch;
@@ -32,29 +34,42 @@ fn streamed_forms_give_the_reference_bits() {
             .into_iter()
             .flat_map(|i| forms.clone().map(move |f| (i, f)))
         {
+            if !isa.available() {
+                support::isa_unavailable(isa, &format!("streamed GGUF blocks on {}", isa.name()));
+                continue;
+            }
             // Offset 0: 16-byte aligned (a Vec<f32> of this size); offset 1: not.
             for offset in [0, 1] {
                 let mut buf = vec![f32::NAN; n + 1];
                 let out = &mut buf[offset..offset + n];
-                match k.run_form(isa, f, &bytes, out) {
-                    Ok(()) => {}
-                    Err(BlockError::IsaUnavailable { .. }) => {
-                        support::isa_unavailable(
-                            isa,
-                            &format!("streamed GGUF blocks on {}", isa.name()),
-                        );
-                        continue;
-                    }
-                    Err(e) => panic!("{e}"),
-                }
-                let bad = out
-                    .iter()
-                    .zip(&want)
-                    .position(|(g, w)| g.to_bits() != w.to_bits());
+                k.run_form(isa, f, &bytes, out).unwrap();
+                let bad = (0..n).find(|&i| out[i].to_bits() != want[i].to_bits());
                 assert_eq!(
                     bad,
                     None,
                     "{ty} on {} form {f}, offset {offset}",
+                    isa.name()
+                );
+            }
+            // 16-bit elements: offsets 0 and 8 are 16-byte aligned, 1 is not.
+            let (mut bf, mut h) = (vec![bf16::NAN; n + 8], vec![f16::NAN; n + 8]);
+            for offset in [0, 1, 8] {
+                let out = &mut bf[offset..offset + n];
+                k.run_form(isa, f, &bytes, out).unwrap();
+                let bad = (0..n).find(|&i| out[i].to_bits() != bf16::from_f32(want[i]).to_bits());
+                assert_eq!(
+                    bad,
+                    None,
+                    "{ty} bf16 on {} form {f}, offset {offset}",
+                    isa.name()
+                );
+                let out = &mut h[offset..offset + n];
+                k.run_form(isa, f, &bytes, out).unwrap();
+                let bad = (0..n).find(|&i| out[i].to_bits() != f16::from_f32(want[i]).to_bits());
+                assert_eq!(
+                    bad,
+                    None,
+                    "{ty} f16 on {} form {f}, offset {offset}",
                     isa.name()
                 );
             }

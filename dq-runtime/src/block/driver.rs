@@ -12,6 +12,7 @@
 //! forms for every declared type on both AVX2 and AVX-512 code, and was removed.
 
 use super::decl::{BlockDecl, BlockNode, MAX_GROUPS, MAX_NODES, MAX_PARAMS};
+use super::out::BlockOut;
 use super::params;
 
 /// A block type the driver is monomorphized for.
@@ -47,9 +48,13 @@ pub mod form {
 }
 
 /// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked)
-/// in form `FORM` (see [`form`]).
+/// in form `FORM` (see [`form`]), each run rounded to `O` in registers. `F16C`:
+/// the caller runs with AVX2 and F16C.
 #[inline(always)]
-pub(crate) fn decode<D: Block, const FORM: usize>(bytes: &[u8], out: &mut [f32]) {
+pub(crate) fn decode<D: Block, const FORM: usize, O: BlockOut, const F16C: bool>(
+    bytes: &[u8],
+    out: &mut [O],
+) {
     const {
         assert!(D::DECL.check().is_ok(), "invalid block declaration");
         assert!(D::DECL.inner() <= MAX_RUN, "inner run too long");
@@ -60,7 +65,7 @@ pub(crate) fn decode<D: Block, const FORM: usize>(bytes: &[u8], out: &mut [f32])
     let nt = form::streams(FORM) && stream_ok(d, out);
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        fused_block::<D>(block, out, FORM % 2 == form::OPAQUE, nt);
+        fused_block::<D, O, F16C>(block, out, FORM % 2 == form::OPAQUE, nt);
     }
     if nt {
         crate::arch::stream_fence();
@@ -68,17 +73,22 @@ pub(crate) fn decode<D: Block, const FORM: usize>(bytes: &[u8], out: &mut [f32])
 }
 
 /// True when `out` can take non-temporal 16-byte stores run by run (x86-64, 16-byte
-/// aligned, runs of whole 4-lane vectors) and is large (its lines come from memory:
+/// aligned, runs of whole 16-byte vectors) and is large (its lines come from memory:
 /// [`policy::store_for`](crate::policy::store_for) is not plain).
-fn stream_ok(d: &BlockDecl, out: &[f32]) -> bool {
+fn stream_ok<O>(d: &BlockDecl, out: &[O]) -> bool {
     cfg!(target_arch = "x86_64")
         && (out.as_ptr() as usize).is_multiple_of(16)
-        && d.inner().is_multiple_of(4)
+        && (d.inner() * size_of::<O>()).is_multiple_of(16)
         && crate::policy::store_for(size_of_val(out)) != crate::policy::StoreStrategy::Plain
 }
 
 #[inline(always)]
-fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool, nt: bool) {
+fn fused_block<D: Block, O: BlockOut, const F16C: bool>(
+    block: &[u8],
+    out: &mut [O],
+    opaque: bool,
+    nt: bool,
+) {
     let d = &D::DECL;
     let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
     params::eval(d, block, &mut p);
@@ -89,7 +99,7 @@ fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool, nt: bool) 
         // Q5_1 and MXFP4 1.2-1.5x faster.
         let r = if opaque { core::hint::black_box(r) } else { r };
         let out = &mut out[r * inner..][..inner];
-        fused_run::<D>(block, r, &p[group::<D>(r)], out, opaque, nt);
+        fused_run::<D, O, F16C>(block, r, &p[group::<D>(r)], out, opaque, nt);
     }
 }
 
@@ -99,11 +109,11 @@ const MAX_FIELDS: usize = 4;
 /// Run `r` of a block: each element's integer (offset plus its fields' bits) and
 /// its value in one pass, no integer array in between.
 #[inline(always)]
-fn fused_run<D: Block>(
+fn fused_run<D: Block, O: BlockOut, const F16C: bool>(
     block: &[u8],
     r: usize,
     p: &[f32; MAX_PARAMS],
-    out: &mut [f32],
+    out: &mut [O],
     copy: bool,
     nt: bool,
 ) {
@@ -149,11 +159,7 @@ fn fused_run<D: Block>(
         }
         *y = value::<D>(q, p);
     }
-    if nt {
-        stream_run(out, vals);
-    } else {
-        out.copy_from_slice(vals);
-    }
+    O::put::<F16C>(out, vals, nt);
 }
 
 /// Run `r`'s row of the declaration's grid (its lanes; empty without a grid) and
@@ -186,22 +192,6 @@ fn run_bits(d: &BlockDecl, fields: &[super::decl::Field], block: &[u8], r: usize
         v |= ((w & ((1 << f.bits) - 1)) as usize) << f.at;
     }
     v
-}
-
-/// `out = vals` by non-temporal 16-byte stores (`stream_ok` checked the alignment
-/// and that the run is whole 4-lane vectors).
-#[inline(always)]
-fn stream_run(out: &mut [f32], vals: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    for (o, v) in out.chunks_exact_mut(4).zip(vals.chunks_exact(4)) {
-        use core::arch::x86_64::{_mm_loadu_ps, _mm_stream_ps};
-        // SAFETY: `o` is 4 writable f32 at a 16-byte aligned address (`stream_ok`:
-        // `out`'s start is 16-byte aligned and every run starts a whole number of
-        // 4-lane vectors into it); `v` is 4 readable f32; SSE is baseline on x86-64.
-        unsafe { _mm_stream_ps(o.as_mut_ptr(), _mm_loadu_ps(v.as_ptr())) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    out.copy_from_slice(vals);
 }
 
 /// A field's bits `v` as the integer they stand for (table entry, sign-extended,

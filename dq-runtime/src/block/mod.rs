@@ -19,6 +19,7 @@
 pub mod decl;
 mod driver;
 pub mod gguf;
+mod out;
 mod params;
 mod plain;
 pub mod race;
@@ -27,6 +28,7 @@ pub mod tables;
 pub use crate::convert::f16_to_f32;
 pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, Grid, ParamNode, Table};
 pub use driver::{Block, MAX_RUN, form};
+pub use out::BlockOut;
 pub use params::{e8m0_half, ue4m3_half};
 
 use crate::arch::{self, Isa};
@@ -54,10 +56,11 @@ pub enum BlockError {
     },
 }
 
-/// Decodes whole blocks into f32 (lengths checked by the caller).
+/// Decodes whole blocks into f32, f16 or bf16 (lengths checked by the caller).
 pub trait Decode {
-    /// Decodes `bytes` (whole blocks) into `out` (their elements).
-    fn decode(bytes: &[u8], out: &mut [f32]);
+    /// Decodes `bytes` (whole blocks) into `out` (their elements). `F16C`: the
+    /// caller runs with AVX2 and F16C.
+    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]);
 }
 
 /// A declared block type through the driver, in form `FORM` ([`form`]).
@@ -65,37 +68,56 @@ pub struct Declared<D, const FORM: usize = 0>(core::marker::PhantomData<D>);
 
 impl<D: Block, const FORM: usize> Decode for Declared<D, FORM> {
     #[inline(always)]
-    fn decode(bytes: &[u8], out: &mut [f32]) {
-        driver::decode::<D, FORM>(bytes, out);
+    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]) {
+        driver::decode::<D, FORM, O, F16C>(bytes, out);
     }
 }
 
-/// One decoder compiled for every ISA.
-#[derive(Clone, Copy, Debug)]
-struct Fns {
-    portable: fn(&[u8], &mut [f32]),
+/// One decoder into `O` compiled for every ISA.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Fns<O> {
+    portable: fn(&[u8], &mut [O]),
     #[cfg(target_arch = "x86_64")]
-    avx2: unsafe fn(&[u8], &mut [f32]),
+    avx2: unsafe fn(&[u8], &mut [O]),
     #[cfg(target_arch = "x86_64")]
-    avx512: unsafe fn(&[u8], &mut [f32]),
+    avx512: unsafe fn(&[u8], &mut [O]),
 }
 
-impl Fns {
-    const fn of<K: Decode>() -> Fns {
+impl<O> Clone for Fns<O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<O> Copy for Fns<O> {}
+
+impl<O: BlockOut> Fns<O> {
+    const fn of<K: Decode>() -> Fns<O> {
         Fns {
-            portable: K::decode,
+            portable: K::decode::<O, false>,
             #[cfg(target_arch = "x86_64")]
-            avx2: avx2::<K>,
+            avx2: avx2::<K, O>,
             #[cfg(target_arch = "x86_64")]
-            avx512: avx512::<K>,
+            avx512: avx512::<K, O>,
         }
+    }
+
+    /// The four forms of declared type `D`.
+    const fn forms<D: Block>() -> [Fns<O>; form::COUNT] {
+        [
+            Fns::of::<Declared<D, { form::OPAQUE }>>(),
+            Fns::of::<Declared<D, { form::OPEN }>>(),
+            Fns::of::<Declared<D, { form::OPAQUE_NT }>>(),
+            Fns::of::<Declared<D, { form::OPEN_NT }>>(),
+        ]
     }
 
     /// Runs the `isa` code.
     ///
     /// # Safety
     /// This CPU can run `isa`.
-    unsafe fn run(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) {
+    unsafe fn run(&self, isa: Isa, bytes: &[u8], out: &mut [O]) {
         match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has AVX-512 F/BW/VL/DQ, AVX2 and F16C (caller), the
@@ -109,11 +131,11 @@ impl Fns {
     }
 }
 
-/// One block type compiled for every ISA, in one form (a plain float type) or
-/// [`form::COUNT`] (a declared type: its runs opaque to LLVM or not, each with
-/// plain or non-temporal stores). The forms give the same bits;
-/// [`run_on`](BlockKernel::run_on) times them on its first large calls and keeps
-/// the fastest, per type and ISA.
+/// One block type compiled for every ISA and output element (f32, f16, bf16), in
+/// one form (a plain float type) or [`form::COUNT`] (a declared type: its runs
+/// opaque to LLVM or not, each with plain or non-temporal stores). The forms give
+/// the same bits; [`run_on`](BlockKernel::run_on) times them on its first large
+/// calls and keeps the fastest, per type, ISA and output element.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockKernel {
     /// The type's name.
@@ -125,7 +147,9 @@ pub struct BlockKernel {
     /// The declaration, or `None` for a plain float type (F32, F16, BF16: a direct
     /// conversion).
     pub decl: Option<&'static BlockDecl>,
-    forms: [Fns; form::COUNT],
+    f32: [Fns<f32>; form::COUNT],
+    bf16: [Fns<half::bf16>; form::COUNT],
+    f16: [Fns<half::f16>; form::COUNT],
     count: usize,
 }
 
@@ -134,12 +158,9 @@ impl BlockKernel {
     pub const fn declared<D: Block>() -> Self {
         let d = &D::DECL;
         BlockKernel {
-            forms: [
-                Fns::of::<Declared<D, { form::OPAQUE }>>(),
-                Fns::of::<Declared<D, { form::OPEN }>>(),
-                Fns::of::<Declared<D, { form::OPAQUE_NT }>>(),
-                Fns::of::<Declared<D, { form::OPEN_NT }>>(),
-            ],
+            f32: Fns::forms::<D>(),
+            bf16: Fns::forms::<D>(),
+            f16: Fns::forms::<D>(),
             count: form::COUNT,
             ..Self::of::<Declared<D>>(d.name, d.block_bytes, d.block_elems, Some(d))
         }
@@ -157,7 +178,9 @@ impl BlockKernel {
             block_bytes,
             block_elems,
             decl,
-            forms: [Fns::of::<K>(); form::COUNT],
+            f32: [Fns::of::<K>(); form::COUNT],
+            bf16: [Fns::of::<K>(); form::COUNT],
+            f16: [Fns::of::<K>(); form::COUNT],
             count: 1,
         }
     }
@@ -167,37 +190,44 @@ impl BlockKernel {
         self.count
     }
 
-    /// Decodes `bytes`, whole blocks, into `out` (their elements) with the ISA the
-    /// generated kernels use ([`arch::selected`]).
+    /// Decodes `bytes`, whole blocks, into `out` (their elements: f32, or f16/bf16
+    /// rounded from the f32 values) with the ISA the generated kernels use
+    /// ([`arch::selected`]).
     ///
     /// # Errors
     /// [`BlockError::Length`] when the lengths do not match.
-    pub fn run(&self, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
+    pub fn run<O: BlockOut>(&self, bytes: &[u8], out: &mut [O]) -> Result<(), BlockError> {
         self.run_on(arch::selected(), bytes, out)
     }
 
     /// [`run`](Self::run) with the code compiled for `isa`, in the form the race
-    /// for (type, `isa`) says; calls of fewer than [`race::MIN_ELEMENTS`] elements
+    /// for (type, `isa`, output element) says; calls of fewer than [`race::MIN_ELEMENTS`] elements
     /// are not timed and run [`race::UNRACED_FORM`] until the race is over.
     ///
     /// # Errors
     /// [`BlockError::IsaUnavailable`] when this CPU cannot run `isa`;
     /// [`BlockError::Length`] when the lengths do not match.
-    pub fn run_on(&self, isa: Isa, bytes: &[u8], out: &mut [f32]) -> Result<(), BlockError> {
-        self.check(isa, bytes, out)?;
+    pub fn run_on<O: BlockOut>(
+        &self,
+        isa: Isa,
+        bytes: &[u8],
+        out: &mut [O],
+    ) -> Result<(), BlockError> {
+        self.check(isa, bytes, out.len())?;
+        let key = (self.name, isa, O::OUT);
         let (form, timed) = if self.count < 2 {
             (0, false)
         } else if out.len() < race::MIN_ELEMENTS {
-            (race::untimed_form(self.name, isa), false)
+            (race::untimed_form(key), false)
         } else {
-            race::next(self.name, isa)
+            race::next(key)
         };
         let t = std::time::Instant::now();
         // SAFETY: `check` found `isa` available.
-        unsafe { self.forms[form].run(isa, bytes, out) };
+        unsafe { O::forms(self)[form].run(isa, bytes, out) };
         if timed {
             let ns = t.elapsed().as_nanos() as f64 / out.len() as f64;
-            race::report(self.name, isa, form, ns);
+            race::report(key, form, ns);
         }
         Ok(())
     }
@@ -208,31 +238,31 @@ impl BlockKernel {
     /// # Errors
     /// As [`run_on`](Self::run_on).
     #[doc(hidden)]
-    pub fn run_form(
+    pub fn run_form<O: BlockOut>(
         &self,
         isa: Isa,
         form: usize,
         bytes: &[u8],
-        out: &mut [f32],
+        out: &mut [O],
     ) -> Result<(), BlockError> {
-        self.check(isa, bytes, out)?;
+        self.check(isa, bytes, out.len())?;
         // SAFETY: `check` found `isa` available.
-        unsafe { self.forms[form % self.count].run(isa, bytes, out) };
+        unsafe { O::forms(self)[form % self.count].run(isa, bytes, out) };
         Ok(())
     }
 
     /// Checks that this CPU runs `isa` and that `bytes` are whole blocks of
-    /// `out`'s elements.
-    fn check(&self, isa: Isa, bytes: &[u8], out: &[f32]) -> Result<(), BlockError> {
+    /// `elements` elements.
+    fn check(&self, isa: Isa, bytes: &[u8], elements: usize) -> Result<(), BlockError> {
         if !isa.available() {
             return Err(BlockError::IsaUnavailable { isa });
         }
         let whole = bytes.len().is_multiple_of(self.block_bytes);
-        if !whole || bytes.len() / self.block_bytes * self.block_elems != out.len() {
+        if !whole || bytes.len() / self.block_bytes * self.block_elems != elements {
             return Err(BlockError::Length {
                 name: self.name,
                 bytes: bytes.len(),
-                elements: out.len(),
+                elements,
                 block_bytes: self.block_bytes,
             });
         }
@@ -246,8 +276,8 @@ impl BlockKernel {
 /// The CPU has AVX2 and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn avx2<K: Decode>(bytes: &[u8], out: &mut [f32]) {
-    K::decode(bytes, out);
+unsafe fn avx2<K: Decode, O: BlockOut>(bytes: &[u8], out: &mut [O]) {
+    K::decode::<O, true>(bytes, out);
 }
 
 /// `K::decode` compiled for AVX-512.
@@ -256,6 +286,6 @@ unsafe fn avx2<K: Decode>(bytes: &[u8], out: &mut [f32]) {
 /// The CPU has AVX-512 F, BW, VL, DQ, AVX2 and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
-unsafe fn avx512<K: Decode>(bytes: &[u8], out: &mut [f32]) {
-    K::decode(bytes, out);
+unsafe fn avx512<K: Decode, O: BlockOut>(bytes: &[u8], out: &mut [O]) {
+    K::decode::<O, true>(bytes, out);
 }

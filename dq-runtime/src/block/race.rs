@@ -1,4 +1,5 @@
-//! Which form of a block kernel runs, per type and ISA, chosen by timing real calls.
+//! Which form of a block kernel runs, per type, ISA and output element, chosen by
+//! timing real calls.
 //!
 //! The forms of a declared type ([`form`]) give the same bits, but which one LLVM
 //! compiles best depends on the declaration, the ISA and the CPU. Measured in
@@ -12,6 +13,7 @@
 
 use super::form;
 use crate::arch::Isa;
+use crate::dtype::DType;
 use crate::races::{self, Races, Rules, Stat};
 
 /// Calls of fewer elements are not timed (their times are noise): they run the
@@ -39,28 +41,31 @@ const RULES: Rules = Rules {
 /// ns per element of each form's timed calls.
 type Samples = [Vec<f64>; form::COUNT];
 
-/// The races by (type, ISA).
-static RACES: Races<(&'static str, Isa), { form::COUNT }> = Races::new(RULES);
+/// What a race is run per: the type's name, the ISA and the output element.
+pub type Key = (&'static str, Isa, DType);
 
-/// The form for the next call of `name` on `isa`, and whether to time it.
-pub(super) fn next(name: &'static str, isa: Isa) -> (usize, bool) {
-    RACES.next(&(name, isa))
+/// The races by [`Key`].
+static RACES: Races<Key, { form::COUNT }> = Races::new(RULES);
+
+/// The form for the next call of `key`, and whether to time it.
+pub(super) fn next(key: Key) -> (usize, bool) {
+    RACES.next(&key)
 }
 
-/// The form an untimed call of `name` on `isa` runs: the race's choice once it is
-/// over, else [`UNRACED_FORM`].
-pub(super) fn untimed_form(name: &'static str, isa: Isa) -> usize {
-    chosen(name, isa).unwrap_or(UNRACED_FORM)
+/// The form an untimed call of `key` runs: the race's choice once it is over, else
+/// [`UNRACED_FORM`].
+pub(super) fn untimed_form(key: Key) -> usize {
+    chosen(key).unwrap_or(UNRACED_FORM)
 }
 
 /// Records a timed call; the last timing needed decides.
-pub(super) fn report(name: &'static str, isa: Isa, form: usize, ns_per_element: f64) {
-    RACES.report(&(name, isa), form, ns_per_element, UNRACED_FORM);
+pub(super) fn report(key: Key, form: usize, ns_per_element: f64) {
+    RACES.report(&key, form, ns_per_element, UNRACED_FORM);
 }
 
-/// The form `name` settled on for `isa`, once its race is over.
-pub fn chosen(name: &'static str, isa: Isa) -> Option<usize> {
-    RACES.chosen(&(name, isa))
+/// The form `key` settled on, once its race is over.
+pub fn chosen(key: Key) -> Option<usize> {
+    RACES.chosen(&key)
 }
 
 /// The form with the lowest median, if it beats [`UNRACED_FORM`]'s by more than
@@ -96,21 +101,21 @@ mod tests {
 
     #[test]
     fn every_form_is_timed_then_the_choice_sticks() {
-        let (name, isa) = ("race-test", Isa::Portable);
+        let key = ("race-test", Isa::Portable, DType::F32);
         let mut seen = [0; form::COUNT];
         for _ in 0..form::COUNT * ROUNDS {
-            assert_eq!(chosen(name, isa), None);
-            assert_eq!(untimed_form(name, isa), UNRACED_FORM, "before the choice");
-            let (f, timed) = next(name, isa);
+            assert_eq!(chosen(key), None);
+            assert_eq!(untimed_form(key), UNRACED_FORM, "before the choice");
+            let (f, timed) = next(key);
             assert!(timed);
             seen[f] += 1;
-            report(name, isa, f, if f == form::OPEN { 1.0 } else { 2.0 });
+            report(key, f, if f == form::OPEN { 1.0 } else { 2.0 });
         }
         assert_eq!(seen, [ROUNDS; form::COUNT]);
-        assert_eq!(next(name, isa), (form::OPEN, false));
-        assert_eq!(chosen(name, isa), Some(form::OPEN));
-        assert_eq!(untimed_form(name, isa), form::OPEN);
-        report(name, isa, form::OPAQUE, 0.1);
-        assert_eq!(chosen(name, isa), Some(form::OPEN));
+        assert_eq!(next(key), (form::OPEN, false));
+        assert_eq!(chosen(key), Some(form::OPEN));
+        assert_eq!(untimed_form(key), form::OPEN);
+        report(key, form::OPAQUE, 0.1);
+        assert_eq!(chosen(key), Some(form::OPEN));
     }
 }

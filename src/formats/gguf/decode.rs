@@ -151,9 +151,17 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     }
 }
 
-/// Decodes `data`, the blocks of type `ty`, into `out` with `decoder`.
+/// Decodes `data`, the blocks of type `ty`, into `out` with `decoder`: the
+/// generated kernels write `T` themselves, the others f32 (then rounded).
 fn decode<T: Element>(ty: GgmlType, data: &[u8], out: &mut [T], opts: &Options, decoder: &Decoder) {
     let size = ty.type_size();
+    if let Decoder::Generated(k) = decoder {
+        let direct = |blocks: std::ops::Range<usize>, part: &mut [T]| {
+            let bytes = &data[blocks.start * size..blocks.end * size];
+            k.run(bytes, part).expect("whole blocks");
+        };
+        return opts.scope(|| element::split_direct(out, ty.block_size(), opts.threads(), &direct));
+    }
     let decode = |blocks: std::ops::Range<usize>, buf: &mut [f32]| {
         let bytes = &data[blocks.start * size..blocks.end * size];
         // Whole blocks into their elements: the lengths match by construction.

@@ -1,0 +1,123 @@
+//! The output elements the block kernels write: f32 (the contract value, bits as
+//! computed), f16 and bf16 (its round-to-nearest-even, NaN quieted, as `half`
+//! rounds). A 16-bit output is rounded from the run's f32 values while they are in
+//! registers: no f32 scratch buffer, half the bytes stored.
+
+use half::{bf16, f16};
+
+use super::{BlockKernel, Fns, form};
+use crate::convert::{f32_to_bf16_bits, f32_to_f16_bits};
+
+/// An element a block kernel writes: f32, f16 or bf16 (sealed, as
+/// [`Out`](crate::linear::Out) is).
+pub trait BlockOut: crate::linear::Out + 'static {
+    /// `out = vals` rounded to this type (equal lengths), by non-temporal 16-byte
+    /// stores when `nt` (the caller checked that `out` starts 16-byte aligned and
+    /// is whole 16-byte vectors). `F16C`: the caller runs with AVX2 and F16C.
+    fn put<const F16C: bool>(out: &mut [Self], vals: &[f32], nt: bool);
+
+    /// This element's compiled forms of kernel `k`.
+    #[doc(hidden)]
+    fn forms(k: &BlockKernel) -> &[Fns<Self>; form::COUNT];
+}
+
+impl BlockOut for f32 {
+    #[inline(always)]
+    fn put<const F16C: bool>(out: &mut [f32], vals: &[f32], nt: bool) {
+        if nt {
+            stream(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(vals));
+        } else {
+            out.copy_from_slice(vals);
+        }
+    }
+
+    fn forms(k: &BlockKernel) -> &[Fns<f32>; form::COUNT] {
+        &k.f32
+    }
+}
+
+impl BlockOut for bf16 {
+    #[inline(always)]
+    fn put<const F16C: bool>(out: &mut [bf16], vals: &[f32], nt: bool) {
+        let mut bits = [0u16; super::MAX_RUN];
+        let bits = &mut bits[..vals.len()];
+        for (b, &y) in bits.iter_mut().zip(vals) {
+            *b = f32_to_bf16_bits(y);
+        }
+        put_bits(bytemuck::cast_slice_mut(out), bits, nt);
+    }
+
+    fn forms(k: &BlockKernel) -> &[Fns<bf16>; form::COUNT] {
+        &k.bf16
+    }
+}
+
+impl BlockOut for f16 {
+    #[inline(always)]
+    fn put<const F16C: bool>(out: &mut [f16], vals: &[f32], nt: bool) {
+        let mut bits = [0u16; super::MAX_RUN];
+        let bits = &mut bits[..vals.len()];
+        let done = if F16C { f16c(bits, vals) } else { 0 };
+        for (b, &y) in bits[done..].iter_mut().zip(&vals[done..]) {
+            *b = f32_to_f16_bits(y);
+        }
+        put_bits(bytemuck::cast_slice_mut(out), bits, nt);
+    }
+
+    fn forms(k: &BlockKernel) -> &[Fns<f16>; form::COUNT] {
+        &k.f16
+    }
+}
+
+/// Rounds the whole 8-lane vectors of `vals` into `bits` with `vcvtps2ph` (the
+/// same bits as [`f32_to_f16_bits`]); returns how many it did.
+#[inline(always)]
+fn f16c(bits: &mut [u16], vals: &[f32]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::arch::Simd;
+        // SAFETY: `F16C` is only set by the AVX2/AVX-512 entry points, which run
+        // after detection found AVX2 and F16C.
+        let v = unsafe { crate::arch::x86_64::Avx2::new_unchecked() };
+        let whole = vals.len() - vals.len() % 8;
+        for (b, y) in bits[..whole].chunks_exact_mut(8).zip(vals.chunks_exact(8)) {
+            // SAFETY: `y` is 8 readable f32s and `b` 8 writable u16s (16 bytes).
+            unsafe { v.store_f16(b.as_mut_ptr().cast(), v.load_f32(y.as_ptr().cast())) }
+        }
+        whole
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (bits, vals);
+        0
+    }
+}
+
+/// `out = bits`, by non-temporal stores when `nt`.
+#[inline(always)]
+fn put_bits(out: &mut [u16], bits: &[u16], nt: bool) {
+    if nt {
+        stream(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(bits));
+    } else {
+        out.copy_from_slice(bits);
+    }
+}
+
+/// `out = src` by non-temporal 16-byte stores (the caller checked that `out`
+/// starts 16-byte aligned and both are whole 16-byte vectors of equal length).
+#[inline(always)]
+fn stream(out: &mut [u8], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for (o, s) in out.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        // SAFETY: `o` is 16 writable bytes at a 16-byte aligned address (the
+        // caller: `out` starts aligned and is whole 16-byte vectors); `s` is 16
+        // readable bytes; SSE2 is baseline on x86-64.
+        unsafe {
+            let v = _mm_loadu_si128(s.as_ptr().cast::<__m128i>());
+            _mm_stream_si128(o.as_mut_ptr().cast::<__m128i>(), v);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    out.copy_from_slice(src);
+}
