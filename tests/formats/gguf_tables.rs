@@ -66,7 +66,7 @@ impl<const NV: bool, const K: usize> Block for Mutant<NV, K> {
 fn mutant_differs<const NV: bool, const K: usize>(name: &str) -> bool {
     let (bytes, want) = tensor(name);
     let mut got = vec![0f32; want.len()];
-    Declared::<Mutant<NV, K>>::decode::<f32, false>(&bytes, &mut got);
+    Declared::<Mutant<NV, K>>::decode::<f32, 0>(&bytes, &mut got);
     got.iter()
         .zip(&want)
         .any(|(g, w)| g.to_bits() != w.to_bits())
@@ -145,10 +145,10 @@ fn a_wrong_grid_or_sign_entry_fails_on_the_generated_driver() {
         (94, 35),
         "the fixture's first run"
     );
-    Declared::<GridMutant<false>>::decode::<f32, false>(&bytes, &mut got);
+    Declared::<GridMutant<false>>::decode::<f32, 0>(&bytes, &mut got);
     assert_ne!(got[3].to_bits(), want[3].to_bits(), "grid row 94 lane 3");
     assert_eq!(got[2].to_bits(), want[2].to_bits());
-    Declared::<GridMutant<true>>::decode::<f32, false>(&bytes, &mut got);
+    Declared::<GridMutant<true>>::decode::<f32, 0>(&bytes, &mut got);
     assert_eq!(got[0], -want[0], "sign mask 35 bit 0");
 }
 

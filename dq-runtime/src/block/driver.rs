@@ -48,10 +48,10 @@ pub mod form {
 }
 
 /// Decodes whole blocks of `D` (`out` holds `bytes`' elements; the caller checked)
-/// in form `FORM` (see [`form`]), each run rounded to `O` in registers. `F16C`:
-/// the caller runs with AVX2 and F16C.
+/// in form `FORM` (see [`form`]), each run rounded to `O` in registers by the
+/// vectors of `V` ([`vectors`](super::vectors)).
 #[inline(always)]
-pub(crate) fn decode<D: Block, const FORM: usize, O: BlockOut, const F16C: bool>(
+pub(crate) fn decode<D: Block, const FORM: usize, O: BlockOut, const V: u8>(
     bytes: &[u8],
     out: &mut [O],
 ) {
@@ -65,7 +65,7 @@ pub(crate) fn decode<D: Block, const FORM: usize, O: BlockOut, const F16C: bool>
     let nt = form::streams(FORM) && stream_ok(d, out);
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        fused_block::<D, O, F16C>(block, out, FORM % 2 == form::OPAQUE, nt);
+        fused_block::<D, O, V>(block, out, FORM % 2 == form::OPAQUE, nt);
     }
     if nt {
         crate::arch::stream_fence();
@@ -83,7 +83,7 @@ fn stream_ok<O>(d: &BlockDecl, out: &[O]) -> bool {
 }
 
 #[inline(always)]
-fn fused_block<D: Block, O: BlockOut, const F16C: bool>(
+fn fused_block<D: Block, O: BlockOut, const V: u8>(
     block: &[u8],
     out: &mut [O],
     opaque: bool,
@@ -99,7 +99,7 @@ fn fused_block<D: Block, O: BlockOut, const F16C: bool>(
         // Q5_1 and MXFP4 1.2-1.5x faster.
         let r = if opaque { core::hint::black_box(r) } else { r };
         let out = &mut out[r * inner..][..inner];
-        fused_run::<D, O, F16C>(block, r, &p[group::<D>(r)], out, opaque, nt);
+        fused_run::<D, O, V>(block, r, &p[group::<D>(r)], out, opaque, nt);
     }
 }
 
@@ -109,7 +109,7 @@ const MAX_FIELDS: usize = 4;
 /// Run `r` of a block: each element's integer (offset plus its fields' bits) and
 /// its value in one pass, no integer array in between.
 #[inline(always)]
-fn fused_run<D: Block, O: BlockOut, const F16C: bool>(
+fn fused_run<D: Block, O: BlockOut, const V: u8>(
     block: &[u8],
     r: usize,
     p: &[f32; MAX_PARAMS],
@@ -159,7 +159,7 @@ fn fused_run<D: Block, O: BlockOut, const F16C: bool>(
         }
         *y = value::<D>(q, p);
     }
-    O::put::<F16C>(out, vals, nt);
+    O::put::<V>(out, vals, nt);
 }
 
 /// Run `r`'s row of the declaration's grid (its lanes; empty without a grid) and

@@ -28,7 +28,7 @@ pub mod tables;
 pub use crate::convert::f16_to_f32;
 pub use decl::{BlockDecl, BlockFormula, BlockNode, Field, Grid, ParamNode, Table};
 pub use driver::{Block, MAX_RUN, form};
-pub use out::BlockOut;
+pub use out::{BlockOut, vectors};
 pub use params::{e8m0_half, ue4m3_half};
 
 use crate::arch::{self, Isa};
@@ -58,9 +58,9 @@ pub enum BlockError {
 
 /// Decodes whole blocks into f32, f16 or bf16 (lengths checked by the caller).
 pub trait Decode {
-    /// Decodes `bytes` (whole blocks) into `out` (their elements). `F16C`: the
-    /// caller runs with AVX2 and F16C.
-    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]);
+    /// Decodes `bytes` (whole blocks) into `out` (their elements), rounding to
+    /// `O` with the vectors of `V` ([`vectors`]).
+    fn decode<O: BlockOut, const V: u8>(bytes: &[u8], out: &mut [O]);
 }
 
 /// A declared block type through the driver, in form `FORM` ([`form`]).
@@ -68,8 +68,8 @@ pub struct Declared<D, const FORM: usize = 0>(core::marker::PhantomData<D>);
 
 impl<D: Block, const FORM: usize> Decode for Declared<D, FORM> {
     #[inline(always)]
-    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]) {
-        driver::decode::<D, FORM, O, F16C>(bytes, out);
+    fn decode<O: BlockOut, const V: u8>(bytes: &[u8], out: &mut [O]) {
+        driver::decode::<D, FORM, O, V>(bytes, out);
     }
 }
 
@@ -95,7 +95,7 @@ impl<O> Copy for Fns<O> {}
 impl<O: BlockOut> Fns<O> {
     const fn of<K: Decode>() -> Fns<O> {
         Fns {
-            portable: K::decode::<O, false>,
+            portable: K::decode::<O, { out::vectors::PORTABLE }>,
             #[cfg(target_arch = "x86_64")]
             avx2: avx2::<K, O>,
             #[cfg(target_arch = "x86_64")]
@@ -277,7 +277,7 @@ impl BlockKernel {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn avx2<K: Decode, O: BlockOut>(bytes: &[u8], out: &mut [O]) {
-    K::decode::<O, true>(bytes, out);
+    K::decode::<O, { out::vectors::AVX2 }>(bytes, out);
 }
 
 /// `K::decode` compiled for AVX-512.
@@ -287,5 +287,5 @@ unsafe fn avx2<K: Decode, O: BlockOut>(bytes: &[u8], out: &mut [O]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
 unsafe fn avx512<K: Decode, O: BlockOut>(bytes: &[u8], out: &mut [O]) {
-    K::decode::<O, true>(bytes, out);
+    K::decode::<O, { out::vectors::AVX512 }>(bytes, out);
 }

@@ -8,13 +8,25 @@ use half::{bf16, f16};
 use super::{BlockKernel, Fns, form};
 use crate::convert::{f32_to_bf16_bits, f32_to_f16_bits};
 
+/// The vectors a kernel body rounds with (its `V` parameter), one per entry point.
+pub mod vectors {
+    /// Scalar code (any CPU).
+    pub const PORTABLE: u8 = 0;
+    /// AVX2 and F16C: 8 lanes.
+    pub const AVX2: u8 = 1;
+    /// AVX-512 F/BW/VL/DQ: 16 lanes (and AVX512-BF16's conversion where present).
+    pub const AVX512: u8 = 2;
+}
+
 /// An element a block kernel writes: f32, f16 or bf16 (sealed, as
 /// [`Out`](crate::linear::Out) is).
 pub trait BlockOut: crate::linear::Out + 'static {
-    /// `out = vals` rounded to this type (equal lengths), by non-temporal 16-byte
-    /// stores when `nt` (the caller checked that `out` starts 16-byte aligned and
-    /// is whole 16-byte vectors). `F16C`: the caller runs with AVX2 and F16C.
-    fn put<const F16C: bool>(out: &mut [Self], vals: &[f32], nt: bool);
+    /// `out = vals` rounded to this type (equal lengths, at most
+    /// [`MAX_RUN`](super::MAX_RUN)), by non-temporal 16-byte stores when `nt` (the
+    /// caller checked that `out` starts 16-byte aligned and is whole 16-byte
+    /// vectors). `V`: the vectors the caller may use ([`vectors`]; the CPU has
+    /// them).
+    fn put<const V: u8>(out: &mut [Self], vals: &[f32], nt: bool);
 
     /// This element's compiled forms of kernel `k`.
     #[doc(hidden)]
@@ -23,7 +35,7 @@ pub trait BlockOut: crate::linear::Out + 'static {
 
 impl BlockOut for f32 {
     #[inline(always)]
-    fn put<const F16C: bool>(out: &mut [f32], vals: &[f32], nt: bool) {
+    fn put<const V: u8>(out: &mut [f32], vals: &[f32], nt: bool) {
         if nt {
             stream(bytemuck::cast_slice_mut(out), bytemuck::cast_slice(vals));
         } else {
@@ -38,10 +50,11 @@ impl BlockOut for f32 {
 
 impl BlockOut for bf16 {
     #[inline(always)]
-    fn put<const F16C: bool>(out: &mut [bf16], vals: &[f32], nt: bool) {
+    fn put<const V: u8>(out: &mut [bf16], vals: &[f32], nt: bool) {
         let mut bits = [0u16; super::MAX_RUN];
         let bits = &mut bits[..vals.len()];
-        for (b, &y) in bits.iter_mut().zip(vals) {
+        let done = round16::<V>(bits, vals, false);
+        for (b, &y) in bits[done..].iter_mut().zip(&vals[done..]) {
             *b = f32_to_bf16_bits(y);
         }
         put_bits(bytemuck::cast_slice_mut(out), bits, nt);
@@ -54,10 +67,10 @@ impl BlockOut for bf16 {
 
 impl BlockOut for f16 {
     #[inline(always)]
-    fn put<const F16C: bool>(out: &mut [f16], vals: &[f32], nt: bool) {
+    fn put<const V: u8>(out: &mut [f16], vals: &[f32], nt: bool) {
         let mut bits = [0u16; super::MAX_RUN];
         let bits = &mut bits[..vals.len()];
-        let done = if F16C { f16c(bits, vals) } else { 0 };
+        let done = round16::<V>(bits, vals, true);
         for (b, &y) in bits[done..].iter_mut().zip(&vals[done..]) {
             *b = f32_to_f16_bits(y);
         }
@@ -69,28 +82,70 @@ impl BlockOut for f16 {
     }
 }
 
-/// Rounds the whole 8-lane vectors of `vals` into `bits` with `vcvtps2ph` (the
-/// same bits as [`f32_to_f16_bits`]); returns how many it did.
+/// Rounds the whole vectors of `vals` into `bits` with the vectors of `V`: to f16
+/// (`f16`) or bf16, the same bits as [`f32_to_f16_bits`] and
+/// [`f32_to_bf16_bits`]; returns how many it did (the rest is the caller's).
+/// Explicit vectors: LLVM left the scalar bf16 rounding (a NaN branch)
+/// unvectorized inside the block driver, and the whole run with it.
 #[inline(always)]
-fn f16c(bits: &mut [u16], vals: &[f32]) -> usize {
+fn round16<const V: u8>(bits: &mut [u16], vals: &[f32], f16: bool) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::arch::Simd;
-        // SAFETY: `F16C` is only set by the AVX2/AVX-512 entry points, which run
-        // after detection found AVX2 and F16C.
-        let v = unsafe { crate::arch::x86_64::Avx2::new_unchecked() };
-        let whole = vals.len() - vals.len() % 8;
-        for (b, y) in bits[..whole].chunks_exact_mut(8).zip(vals.chunks_exact(8)) {
-            // SAFETY: `y` is 8 readable f32s and `b` 8 writable u16s (16 bytes).
-            unsafe { v.store_f16(b.as_mut_ptr().cast(), v.load_f32(y.as_ptr().cast())) }
+        use crate::arch::x86_64::{Avx2, Avx512};
+        let n = vals.len();
+        if V == vectors::AVX512 {
+            // SAFETY: `V` is AVX512 only in the AVX-512 entry points, which run
+            // after detection found AVX-512 F/BW/VL/DQ, AVX2 and F16C.
+            let v = unsafe { Avx512::new_unchecked() };
+            let whole = n - n % 16;
+            for (b, y) in bits[..whole].chunks_mut(32).zip(vals.chunks(32)) {
+                // SAFETY: `y` is 16 or 32 readable f32s and `b` as many writable
+                // u16s (`whole` is a multiple of 16).
+                unsafe {
+                    let lo = v.load_f32(y.as_ptr().cast());
+                    let (p, two) = (b.as_mut_ptr().cast::<u8>(), y.len() == 32);
+                    let hi = if two {
+                        v.load_f32(y.as_ptr().add(16).cast())
+                    } else {
+                        lo
+                    };
+                    match (f16, two) {
+                        (true, _) => {
+                            v.store_f16(p, lo);
+                            if two {
+                                v.store_f16(p.add(32), hi);
+                            }
+                        }
+                        // AVX512-BF16's conversion where the CPU has it.
+                        (false, true) => v.store_bf16x2(p, lo, hi),
+                        (false, false) => v.store_bf16(p, lo),
+                    }
+                }
+            }
+            return whole;
         }
-        whole
+        if V == vectors::AVX2 {
+            // SAFETY: `V` is AVX2 only in the AVX2 entry points, which run after
+            // detection found AVX2 and F16C.
+            let v = unsafe { Avx2::new_unchecked() };
+            let whole = n - n % 8;
+            for (b, y) in bits[..whole].chunks_exact_mut(8).zip(vals.chunks_exact(8)) {
+                // SAFETY: `y` is 8 readable f32s and `b` 8 writable u16s.
+                unsafe {
+                    let y = v.load_f32(y.as_ptr().cast());
+                    if f16 {
+                        v.store_f16(b.as_mut_ptr().cast(), y);
+                    } else {
+                        v.store_bf16(b.as_mut_ptr().cast(), y);
+                    }
+                }
+            }
+            return whole;
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (bits, vals);
-        0
-    }
+    let _ = (bits, vals, f16);
+    0
 }
 
 /// `out = bits`, by non-temporal stores when `nt`.

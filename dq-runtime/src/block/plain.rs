@@ -17,7 +17,7 @@ const PIECE: usize = super::MAX_RUN;
 
 /// `out[i] = widen(bytes' i-th N-byte element)`, rounded to `O`.
 #[inline(always)]
-fn convert<O: BlockOut, const F16C: bool, const N: usize>(
+fn convert<O: BlockOut, const V: u8, const N: usize>(
     bytes: &[u8],
     out: &mut [O],
     widen: impl Fn([u8; N]) -> f32,
@@ -28,28 +28,28 @@ fn convert<O: BlockOut, const F16C: bool, const N: usize>(
         for (y, b) in vals.iter_mut().zip(b.as_chunks::<N>().0) {
             *y = widen(*b);
         }
-        O::put::<F16C>(o, vals, false);
+        O::put::<V>(o, vals, false);
     }
 }
 
 impl Decode for F32 {
     #[inline(always)]
-    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]) {
-        convert::<O, F16C, 4>(bytes, out, f32::from_le_bytes);
+    fn decode<O: BlockOut, const V: u8>(bytes: &[u8], out: &mut [O]) {
+        convert::<O, V, 4>(bytes, out, f32::from_le_bytes);
     }
 }
 
 impl Decode for F16 {
     #[inline(always)]
-    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]) {
-        convert::<O, F16C, 2>(bytes, out, |b| f16_to_f32(u16::from_le_bytes(b)));
+    fn decode<O: BlockOut, const V: u8>(bytes: &[u8], out: &mut [O]) {
+        convert::<O, V, 2>(bytes, out, |b| f16_to_f32(u16::from_le_bytes(b)));
     }
 }
 
 impl Decode for Bf16 {
     #[inline(always)]
-    fn decode<O: BlockOut, const F16C: bool>(bytes: &[u8], out: &mut [O]) {
-        convert::<O, F16C, 2>(bytes, out, |b| {
+    fn decode<O: BlockOut, const V: u8>(bytes: &[u8], out: &mut [O]) {
+        convert::<O, V, 2>(bytes, out, |b| {
             f32::from_bits(u32::from(u16::from_le_bytes(b)) << 16)
         });
     }

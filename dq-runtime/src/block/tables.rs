@@ -99,7 +99,7 @@ mod tests {
         let mut block = vec![0x00, 0x3C]; // d = 1
         block.extend((0..32).map(|i| (i * 8 + 1) as u8));
         let mut out = [0f32; 32];
-        Declared::<Wide>::decode::<f32, false>(&block, &mut out);
+        Declared::<Wide>::decode::<f32, 0>(&block, &mut out);
         for (i, y) in out.iter().enumerate() {
             let b = (i * 8 + 1) as u8;
             assert_eq!(*y, f32::from((b as i8).wrapping_neg()), "element {i}");
