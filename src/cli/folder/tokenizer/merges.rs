@@ -126,7 +126,9 @@ mod tests {
         assert_eq!(a[0xAD], '\u{143}');
         assert!((0..256).all(|b| in_alphabet(a[b])));
         assert!(!in_alphabet(' ') && !in_alphabet('\u{144}'));
-        assert_eq!(byte_spelling("é", &a), "Ã©");
+        // é (0xE9) is a letter of the alphabet; 数 (E6 95 B0) is not.
+        assert_eq!(byte_spelling("é", &a), "é");
+        assert_eq!(byte_spelling("数", &a), "æķ°");
         assert_eq!(byte_spelling("<|x|>", &a), "<|x|>");
         assert_eq!(byte_spelling("a b", &a), "aĠb");
     }

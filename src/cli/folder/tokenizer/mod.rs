@@ -26,15 +26,13 @@ use vocab::{CONTROL, USER_DEFINED, Vocab};
 /// Why no tokenizer is written: one line naming what is missing.
 pub type Missing = String;
 
+/// `tokenizer_config.json` keys of a class's own defaults, with their values.
+type ClassKeys = &'static [(&'static str, Option<&'static str>)];
+
 /// The tokenizer class transformers picks for a `model_type`, and the keys of that
 /// class's own defaults that it saves (`add_prefix_space` of `Qwen2Tokenizer`,
 /// `mask_token` of `GemmaTokenizer`).
-fn class(
-    model_type: &str,
-) -> Option<(
-    &'static str,
-    &'static [(&'static str, Option<&'static str>)],
-)> {
+fn class(model_type: &str) -> Option<(&'static str, ClassKeys)> {
     Some(match model_type {
         "llama" | "mistral" => ("TokenizersBackend", &[]),
         "qwen2" | "qwen3" => ("Qwen2Tokenizer", &[("add_prefix_space", None)]),
