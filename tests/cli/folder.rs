@@ -89,11 +89,15 @@ fn gguf_matches_transformers(stem: &str) {
     let input = fixtures().join(format!("folder/{stem}.gguf"));
     let o = ok(&["convert", s(&input), s(&out)]);
     assert!(
-        stderr(&o).contains("no tokenizer written"),
+        !stderr(&o).contains("no tokenizer written"),
         "{}",
         stderr(&o)
     );
-    assert_eq!(names(&out), ["config.json", "model.safetensors"]);
+    // The tokenizer files are those transformers saved (tests/cli/folder_tokenizer.rs).
+    let mut want_files = names(&fixtures().join(format!("folder/{stem}.tokenizer")));
+    want_files.extend(["config.json".to_owned(), "model.safetensors".to_owned()]);
+    want_files.sort();
+    assert_eq!(names(&out), want_files);
     let got = folder_tensors(&out);
     let want_bytes =
         fs::read(fixtures().join(format!("folder/{stem}.expected.safetensors"))).unwrap();
@@ -138,10 +142,33 @@ fn a_gemma3_gguf_folder_is_what_transformers_loads() {
 }
 
 #[test]
+fn a_gemma_v1_gguf_folder_is_the_hf_model_it_was_made_from() {
+    // transformers loads no gemma (v1) GGUF; the fixture's reference is the HF model
+    // the script wrote the file from, as llama.cpp's converter does.
+    gguf_matches_transformers("gemma");
+    let check = json(&fixtures().join("folder/check.json"));
+    let refused = check["gemma_transformers_gguf_error"].as_str().unwrap();
+    assert!(
+        refused.contains("architecture gemma is not supported"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_qwen2_gguf_folder_is_what_transformers_loads() {
+    gguf_matches_transformers("qwen2");
+}
+
+#[test]
+fn a_llama3_gguf_folder_is_what_transformers_loads() {
+    gguf_matches_transformers("llama3");
+}
+
+#[test]
 fn the_recorded_transformers_check_passed() {
     // Written by the fixture script with --dq: the dq folders loaded in transformers.
     let check = json(&fixtures().join("folder/check.json"));
-    for stem in ["llama", "gemma3"] {
+    for stem in ["llama", "gemma3", "qwen2", "llama3", "gemma"] {
         let c = &check[stem];
         assert_eq!(c["missing_keys"], serde_json::json!([]), "{stem}: {c}");
         assert_eq!(c["unexpected_keys"], serde_json::json!([]), "{stem}: {c}");
@@ -180,7 +207,7 @@ fn other_architectures_are_refused_unless_gguf_names_are_kept() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("llama (and mistral), qwen2, qwen3, gemma2, gemma3"),
+        err.contains("llama (and mistral), qwen2, qwen3, gemma, gemma2, gemma3"),
         "{err}"
     );
     assert!(err.contains("--names gguf"), "{err}");
@@ -477,7 +504,16 @@ fn an_existing_folder_is_replaced_only_with_force() {
     assert_eq!(names(&out), ["old.txt"]);
     assert_eq!(names(dir.path()), ["m"]);
     ok(&["convert", s(&input), s(&out), "--force"]);
-    assert_eq!(names(&out), ["config.json", "model.safetensors"]);
+    assert_eq!(
+        names(&out),
+        [
+            "chat_template.jinja",
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json"
+        ]
+    );
     assert_eq!(names(dir.path()), ["m"]);
     // A file in the way is refused; the input folder as OUT_DIR too.
     let file = dir.path().join("f");

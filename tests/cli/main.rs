@@ -15,5 +15,11 @@ mod convert_coded;
 mod float_cli;
 #[cfg(unix)]
 mod folder;
+#[cfg(unix)]
+mod folder_ckpt;
+#[cfg(unix)]
+mod folder_kill;
+#[cfg(unix)]
+mod folder_tokenizer;
 mod model;
 mod split;

@@ -4,6 +4,11 @@
 //! Q/K row permutation undone for `llama`, the `+1` llama.cpp stores in gemma2/gemma3
 //! norms undone, tied embeddings (no `output.weight`: `tie_word_embeddings`), and
 //! `config.json` from the metadata keys transformers maps.
+//!
+//! transformers 5.24 does not load `gemma` (v1) GGUF files; dq maps them as gemma2's
+//! keys with llama's two norms, `+1` undone (llama.cpp's `GemmaModel` conversion
+//! adds it), checked against the HF model such a file was made from
+//! (`scripts/make_folder_fixtures.py`).
 
 use dq::formats::gguf::{Gguf, MetaValue};
 use serde_json::{Map, Value};
@@ -28,8 +33,19 @@ struct Arch {
     class: &'static str,
     /// Key-value names of `general.architecture`'s metadata that transformers maps.
     keys: &'static [(&'static str, &'static str)],
-    /// gemma2/gemma3 layer norms (four per layer), else llama's two.
-    gemma_norms: bool,
+    /// The layer norms.
+    norms: Norms,
+}
+
+/// An architecture's layer norms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Norms {
+    /// Two per layer (attention, feed-forward), stored as they are.
+    Llama,
+    /// gemma: llama's two, stored `+1`.
+    Gemma,
+    /// gemma2/gemma3: four per layer (before and after each block), stored `+1`.
+    Gemma2,
 }
 
 const LLAMA_KEYS: &[(&str, &str)] = &[
@@ -84,36 +100,42 @@ const ARCHS: &[Arch] = &[
         gguf: "llama",
         class: "LlamaForCausalLM",
         keys: LLAMA_KEYS,
-        gemma_norms: false,
+        norms: Norms::Llama,
     },
     Arch {
         gguf: "qwen2",
         class: "Qwen2ForCausalLM",
         keys: QWEN_KEYS,
-        gemma_norms: false,
+        norms: Norms::Llama,
     },
     Arch {
         gguf: "qwen3",
         class: "Qwen3ForCausalLM",
         keys: QWEN_KEYS,
-        gemma_norms: false,
+        norms: Norms::Llama,
+    },
+    Arch {
+        gguf: "gemma",
+        class: "GemmaForCausalLM",
+        keys: GEMMA_KEYS,
+        norms: Norms::Gemma,
     },
     Arch {
         gguf: "gemma2",
         class: "Gemma2ForCausalLM",
         keys: GEMMA_KEYS,
-        gemma_norms: true,
+        norms: Norms::Gemma2,
     },
     Arch {
         gguf: "gemma3",
         class: "Gemma3ForCausalLM",
         keys: GEMMA_KEYS,
-        gemma_norms: true,
+        norms: Norms::Gemma2,
     },
 ];
 
 /// The architectures named in the error for any other.
-pub const SUPPORTED: &str = "llama (and mistral), qwen2, qwen3, gemma2, gemma3";
+pub const SUPPORTED: &str = "llama (and mistral), qwen2, qwen3, gemma, gemma2, gemma3";
 
 /// A GGUF file mapped to HuggingFace: the config, and per GGUF tensor its HF name
 /// and transform (`None`: transformers does not load it, e.g. `rope_freqs.weight`).
@@ -204,7 +226,8 @@ impl HfPlan {
         if !common.is_empty() {
             return Some(common);
         }
-        match (part, self.arch.gemma_norms) {
+        let four = self.arch.norms == Norms::Gemma2;
+        match (part, four) {
             ("ffn_norm", false) => Some("post_attention_layernorm"),
             ("post_attention_norm", true) => Some("post_attention_layernorm"),
             ("ffn_norm", true) => Some("pre_feedforward_layernorm"),
@@ -218,7 +241,7 @@ impl HfPlan {
     /// # Errors
     /// Q/K rows that do not split into the heads (numpy's reshape fails there).
     pub fn transform(&self, name: &str, rows: usize) -> Result<Transform, NamesError> {
-        if self.arch.gemma_norms {
+        if self.arch.norms != Norms::Llama {
             let norm = name.contains("norm.weight");
             return Ok(if norm {
                 Transform::MinusOne

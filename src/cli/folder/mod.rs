@@ -15,6 +15,7 @@
 pub mod config;
 pub mod gguf_hf;
 pub mod shards;
+mod tokenizer;
 mod write;
 
 use std::collections::BTreeMap;
@@ -55,7 +56,7 @@ pub struct FolderArgs {
 /// `--names`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Names {
-    /// transformers' names, values and config (llama, qwen2, qwen3, gemma2, gemma3).
+    /// transformers' names, values and config (llama, qwen2, qwen3, gemma, gemma2, gemma3).
     Hf,
     /// The GGUF names, values as decoded, no config.json.
     Gguf,
@@ -161,6 +162,8 @@ pub(super) struct Plan<'a> {
     config: Option<Value>,
     /// Input files copied as they are.
     companions: Vec<PathBuf>,
+    /// Files made here (a GGUF vocabulary's tokenizer): name and bytes.
+    generated: Vec<(String, Vec<u8>)>,
     dtype: OutDtype,
 }
 
@@ -226,6 +229,7 @@ fn plan<'a>(
     dtype: OutDtype,
 ) -> Result<Plan<'a>, ConvertError> {
     let torch = config::torch_dtype(&dtype.safetensors().to_string().to_lowercase());
+    let mut generated = Vec::new();
     let (mut tensors, config, companions) = match source {
         Source::Gguf(g) if a.folder.names == Names::Hf => {
             let names = |source| FolderError::Names {
@@ -249,9 +253,11 @@ fn plan<'a>(
             }
             let mut config = hf.config;
             config.insert("torch_dtype".into(), torch.into());
-            eprintln!(
-                "dq: no tokenizer written (dq does not convert GGUF vocabularies): AutoTokenizer.from_pretrained(DIR, gguf_file=FILE) reads it from the GGUF file"
-            );
+            let model_type = config.get("model_type").and_then(Value::as_str);
+            match tokenizer::files(g, model_type.unwrap_or("")) {
+                Ok(files) => generated = files,
+                Err(missing) => eprintln!("dq: no tokenizer written: {}", escape(&missing)),
+            }
             (tensors, Some(Value::Object(config)), Vec::new())
         }
         Source::Gguf(_) => (plain(items), None, Vec::new()),
@@ -283,6 +289,7 @@ fn plan<'a>(
         shards,
         config,
         companions,
+        generated,
         dtype,
     })
 }

@@ -227,6 +227,9 @@ fn write_rest(dir: &Path, plan: &Plan<'_>, layouts: &[Layout]) -> Result<(), Fol
     if let Some(config) = &plan.config {
         put(dir, "config.json", &super::config::to_bytes(config))?;
     }
+    for (name, bytes) in &plan.generated {
+        put(dir, name, bytes)?;
+    }
     for src in &plan.companions {
         let name = src.file_name().unwrap_or_default();
         let mut bytes = Vec::new();
