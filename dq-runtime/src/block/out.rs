@@ -119,15 +119,21 @@ fn round16<const V: u8>(bits: &mut [u16], vals: &[f32], f16: bool) -> usize {
                         }
                         // AVX512-BF16's conversion where the CPU has it.
                         (false, true) => v.store_bf16x2(p, lo, hi),
-                        (false, false) => v.store_bf16(p, lo),
+                        (false, false) => {
+                            use core::arch::x86_64::{_mm256_storeu_si256, _mm512_castsi512_si256};
+                            // Both halves of the pair are `lo`: keep the low one.
+                            let t = v.tab16_bf16(lo, lo);
+                            _mm256_storeu_si256(p.cast(), _mm512_castsi512_si256(t));
+                        }
                     }
                 }
             }
-            return whole;
+            // The AVX2 code for a run of 8 (grid rows, e.g. IQ2_XXS).
+            return whole + round16::<{ vectors::AVX2 }>(&mut bits[whole..], &vals[whole..], f16);
         }
         if V == vectors::AVX2 {
-            // SAFETY: `V` is AVX2 only in the AVX2 entry points, which run after
-            // detection found AVX2 and F16C.
+            // SAFETY: `V` is AVX2 only in the AVX2 entry points and in the AVX-512
+            // code above, which run after detection found AVX2 and F16C.
             let v = unsafe { Avx2::new_unchecked() };
             let whole = n - n % 8;
             for (b, y) in bits[..whole].chunks_exact_mut(8).zip(vals.chunks_exact(8)) {
