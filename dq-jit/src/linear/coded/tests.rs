@@ -120,6 +120,11 @@ fn every_kind_of_declaration_equals_the_generated_driver() {
         // Columns: gpt-oss' [E, K, N] (an expert's offset), and groups off columns.
         Case { n: 64, k: 48, bits: 4, order: BitOrder::Lsb, strides: (64 * 48, 1, 64), group: 32 },
         Case { n: 300, k: 5, bits: 4, order: BitOrder::Lsb, strides: (5, 1, 301), group: 32 },
+        // Blocks of 8 columns with K % 8 columns left, several groups a call.
+        Case { n: 200, k: 13, bits: 4, order: BitOrder::Lsb, strides: (0, 1, 224), group: 32 },
+        Case { n: 96, k: 19, bits: 4, order: BitOrder::HighNibbleFirst, strides: (64, 1, 128), group: 64 },
+        // An offset off the group: a column at a time.
+        Case { n: 96, k: 11, bits: 4, order: BitOrder::Lsb, strides: (16, 1, 96), group: 32 },
         Case { n: 40, k: 6, bits: 8, order: BitOrder::Lsb, strides: (0, 1, 40), group: 20 },
         // Elements.
         Case { n: 7, k: 9, bits: 4, order: BitOrder::HighNibbleFirst, strides: (1, 19, 2), group: 5 },

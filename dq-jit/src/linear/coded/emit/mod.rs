@@ -29,6 +29,8 @@ use dq_runtime::linear::ScaleType;
 use dq_runtime::linear::coded::BitOrder;
 
 use super::{Args, Base, CodedShape, PostKind, ScaleKind, Walk};
+
+mod blocks;
 use crate::lane_math::{Bin, LaneMath};
 use crate::translate::{lanes, mem};
 
@@ -37,9 +39,9 @@ const LO_BYTES: [u8; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 
 /// Byte shuffle interleaving the high 8 bytes of `a` and `b` (`punpckhbw`).
 const HI_BYTES: [u8; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
 /// Interleaving the low 4 two-byte lanes of `a` and `b` (`punpcklwd`).
-const LO_WORDS: [u8; 16] = [0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23];
+pub(super) const LO_WORDS: [u8; 16] = [0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23];
 /// Interleaving the high 4 two-byte lanes of `a` and `b` (`punpckhwd`).
-const HI_WORDS: [u8; 16] = [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
+pub(super) const HI_WORDS: [u8; 16] = [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
 
 /// Builds the function of `shape` (not compiled).
 pub(super) fn build(shape: &CodedShape, isa: &OwnedTargetIsa) -> Function {
@@ -250,12 +252,21 @@ impl Emit<'_, '_> {
         self.close(n, nn, nhead, nexit);
     }
 
-    /// Columns `0..K`, runs of rows `n0..n1` down each.
+    /// Columns `0..K`, runs of rows `n0..n1` down each: blocks of 8 columns by
+    /// a group of rows transposed in registers where the shape allows
+    /// ([`blocks::by_blocks`]), else a column at a time.
     fn columns(&mut self, n0: Value, n1: Value) {
-        let zero = self.i64c(0);
-        let kdim = self.i64c(self.s.k as i64);
-        let k = self.var(types::I64, zero);
-        let (kv, khead, kexit) = self.while_below(k, kdim);
+        if blocks::by_blocks(self.s) {
+            return self.column_blocks(n0, n1);
+        }
+        let (zero, kdim) = (self.i64c(0), self.i64c(self.s.k as i64));
+        self.column_range(n0, n1, zero, kdim);
+    }
+
+    /// Columns `k0..k1`, runs of rows `n0..n1` down each, a column at a time.
+    fn column_range(&mut self, n0: Value, n1: Value, k0: Value, k1: Value) {
+        let k = self.var(types::I64, k0);
+        let (kv, khead, kexit) = self.while_below(k, k1);
         let cs = self.mul_c(kv, self.s.col_stride);
         let col = self.b.ins().iadd(self.p.offset, cs);
         let n = self.var(types::I64, n0);
