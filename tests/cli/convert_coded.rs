@@ -84,7 +84,11 @@ fn convert_writes_each_family_bit_exact() {
                 "--backend",
                 backend,
             ]);
-            assert!(o.status.success(), "{case} {dtype} {backend}: {}", stderr(&o));
+            assert!(
+                o.status.success(),
+                "{case} {dtype} {backend}: {}",
+                stderr(&o)
+            );
             let bytes = fs::read(&out).unwrap();
             let st = SafeTensors::deserialize(&bytes).unwrap();
             let mut listed: Vec<String> = st.names().into_iter().map(str::to_owned).collect();
@@ -228,17 +232,33 @@ fn convert_defaults_to_the_models_dtype() {
     let cases = [
         ("bnb-nf4", "model.layers.0.mlp.up_proj.weight", "F32"),
         ("bnb-int8", "model.layers.0.mlp.up_proj.weight", "F16"),
-        ("mxfp4-gpt-oss", "model.layers.0.mlp.experts.down_proj", "BF16"),
+        (
+            "mxfp4-gpt-oss",
+            "model.layers.0.mlp.experts.down_proj",
+            "BF16",
+        ),
         // MLX writes no torch_dtype: its scales' dtype.
         ("mlx-4bit-g64", "model.layers.0.mlp.up_proj.weight", "F16"),
-        ("mlx-3bit-g32-bf16", "model.layers.0.mlp.up_proj.weight", "BF16"),
+        (
+            "mlx-3bit-g32-bf16",
+            "model.layers.0.mlp.up_proj.weight",
+            "BF16",
+        ),
         // e8m0 scales, torch_dtype bfloat16.
-        ("fp8-block32-e8m0", "model.layers.0.mlp.up_proj.weight", "BF16"),
+        (
+            "fp8-block32-e8m0",
+            "model.layers.0.mlp.up_proj.weight",
+            "BF16",
+        ),
     ];
     for (case, name, want) in cases {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("out.safetensors");
-        let o = dq(&["convert", fixture(case).to_str().unwrap(), out.to_str().unwrap()]);
+        let o = dq(&[
+            "convert",
+            fixture(case).to_str().unwrap(),
+            out.to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{case}: {}", stderr(&o));
         let bytes = fs::read(&out).unwrap();
         let st = SafeTensors::deserialize(&bytes).unwrap();

@@ -81,7 +81,12 @@ impl QuantLinear<'_> {
     /// The plans on the JIT (compiled before the threads start: they then find
     /// them cached).
     #[cfg(feature = "jit")]
-    fn coded_jit<T: Element>(&self, plans: &[Coded<'_>], out: &mut [T], opts: &Options) -> Result<()> {
+    fn coded_jit<T: Element>(
+        &self,
+        plans: &[Coded<'_>],
+        out: &mut [T],
+        opts: &Options,
+    ) -> Result<()> {
         let jit = dq_jit::coded();
         for plan in plans {
             jit.kernel(plan, <T as dq_runtime::linear::Out>::OUT)

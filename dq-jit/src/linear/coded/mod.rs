@@ -74,7 +74,10 @@ enum Base {
 enum ScaleKind {
     Floats(ScaleType),
     /// Groups per second-level scale, and the offset's bits.
-    Nested { block: usize, offset: u32 },
+    Nested {
+        block: usize,
+        offset: u32,
+    },
     Pow2,
 }
 
@@ -121,7 +124,11 @@ impl CodedShape {
         let (_, row_stride, col_stride) = c.strides();
         let base = c.base();
         let used = &base[..1 << codes.bits];
-        let is = |f: fn(usize) -> f32| used.iter().enumerate().all(|(q, &b)| b.to_bits() == f(q).to_bits());
+        let is = |f: fn(usize) -> f32| {
+            used.iter()
+                .enumerate()
+                .all(|(q, &b)| b.to_bits() == f(q).to_bits())
+        };
         CodedShape {
             bits: codes.bits,
             order: codes.order,
@@ -282,7 +289,10 @@ impl CodedJit {
     /// As [`kernel`](Self::kernel).
     pub fn clif(&self, c: &Coded<'_>, out: DType) -> Result<String, JitError> {
         let shape = CodedShape::of(c, out);
-        Ok(compile::build(|isa| build(&shape, isa))?.1.display().to_string())
+        Ok(compile::build(|isa| build(&shape, isa))?
+            .1
+            .display()
+            .to_string())
     }
 
     /// Writes rows `rows` of `c` into `out` (row-major, `rows.len() * K`

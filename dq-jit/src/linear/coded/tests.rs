@@ -153,9 +153,18 @@ fn every_kind_of_declaration_equals_the_generated_driver() {
         let book = rng.floats(256, ScaleType::F32);
         let absmax = rng.floats(groups.div_ceil(3), ScaleType::F32);
         let scales = [
-            Scale::Floats { bytes: &s32, dtype: ScaleType::F32 },
-            Scale::Floats { bytes: &s16, dtype: ScaleType::F16 },
-            Scale::Floats { bytes: &sb16, dtype: ScaleType::BF16 },
+            Scale::Floats {
+                bytes: &s32,
+                dtype: ScaleType::F32,
+            },
+            Scale::Floats {
+                bytes: &s16,
+                dtype: ScaleType::F16,
+            },
+            Scale::Floats {
+                bytes: &sb16,
+                dtype: ScaleType::BF16,
+            },
             Scale::Nested {
                 codes: &nested_codes,
                 book: &book,
@@ -171,9 +180,18 @@ fn every_kind_of_declaration_equals_the_generated_driver() {
         let posts = [
             Post::None,
             Post::Mul(7.874_016e-3),
-            Post::Add { bytes: &b16, dtype: ScaleType::F16 },
-            Post::Add { bytes: &bb16, dtype: ScaleType::BF16 },
-            Post::Add { bytes: &b32, dtype: ScaleType::F32 },
+            Post::Add {
+                bytes: &b16,
+                dtype: ScaleType::F16,
+            },
+            Post::Add {
+                bytes: &bb16,
+                dtype: ScaleType::BF16,
+            },
+            Post::Add {
+                bytes: &b32,
+                dtype: ScaleType::F32,
+            },
         ];
         for (bi, base) in bases.iter().enumerate() {
             for (si, scale) in scales.iter().enumerate() {

@@ -141,13 +141,17 @@ impl Emit<'_, '_> {
     /// the 8 rows (result `r`, lane `c`).
     fn transpose8(&mut self, v: [Value; 8]) -> [Value; 8] {
         // Pairs of columns by rows 0..4 (lo) and 4..8 (hi).
-        let lo: [Value; 4] = std::array::from_fn(|i| self.shuffle(v[2 * i], v[2 * i + 1], LO_WORDS));
-        let hi: [Value; 4] = std::array::from_fn(|i| self.shuffle(v[2 * i], v[2 * i + 1], HI_WORDS));
+        let lo: [Value; 4] =
+            std::array::from_fn(|i| self.shuffle(v[2 * i], v[2 * i + 1], LO_WORDS));
+        let hi: [Value; 4] =
+            std::array::from_fn(|i| self.shuffle(v[2 * i], v[2 * i + 1], HI_WORDS));
         let mut rows = [v[0]; 8];
         for (half, x) in [lo, hi].into_iter().enumerate() {
             // Quads of columns: rows 0, 1 (c) and 2, 3 (d) of the half.
-            let c: [Value; 2] = std::array::from_fn(|j| self.shuffle(x[2 * j], x[2 * j + 1], LO_DWORDS));
-            let d: [Value; 2] = std::array::from_fn(|j| self.shuffle(x[2 * j], x[2 * j + 1], HI_DWORDS));
+            let c: [Value; 2] =
+                std::array::from_fn(|j| self.shuffle(x[2 * j], x[2 * j + 1], LO_DWORDS));
+            let d: [Value; 2] =
+                std::array::from_fn(|j| self.shuffle(x[2 * j], x[2 * j + 1], HI_DWORDS));
             let r = 4 * half;
             rows[r] = self.shuffle(c[0], c[1], LO_QWORDS);
             rows[r + 1] = self.shuffle(c[0], c[1], HI_QWORDS);

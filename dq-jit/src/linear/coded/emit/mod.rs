@@ -41,7 +41,8 @@ const HI_BYTES: [u8; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30
 /// Interleaving the low 4 two-byte lanes of `a` and `b` (`punpcklwd`).
 pub(super) const LO_WORDS: [u8; 16] = [0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23];
 /// Interleaving the high 4 two-byte lanes of `a` and `b` (`punpckhwd`).
-pub(super) const HI_WORDS: [u8; 16] = [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
+pub(super) const HI_WORDS: [u8; 16] =
+    [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
 
 /// Builds the function of `shape` (not compiled).
 pub(super) fn build(shape: &CodedShape, isa: &OwnedTargetIsa) -> Function {
@@ -366,7 +367,12 @@ impl Emit<'_, '_> {
 
     /// `while i + 16 <= len`: the 16 outputs of codes `p + i..` (`step16(p + i)`:
     /// vectors of output bits, f32 four a vector, 16-bit eight) stored.
-    fn steps16(&mut self, r: Run, i: Variable, step16: &mut dyn FnMut(&mut Self, Value) -> Vec<Value>) {
+    fn steps16(
+        &mut self,
+        r: Run,
+        i: Variable,
+        step16: &mut dyn FnMut(&mut Self, Value) -> Vec<Value>,
+    ) {
         let (head, body, exit) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -453,10 +459,10 @@ impl Emit<'_, '_> {
                 let lo = self.b.ins().uload8(types::I32, mem(), a, 0);
                 // The next byte only where the code reaches into it (it lies
                 // inside the stream then); else the same byte, masked off.
-                let need = self
-                    .b
-                    .ins()
-                    .icmp_imm_s(IntCC::UnsignedGreaterThan, r, i64::from(8 - bits));
+                let need =
+                    self.b
+                        .ins()
+                        .icmp_imm_s(IntCC::UnsignedGreaterThan, r, i64::from(8 - bits));
                 let a1 = self.b.ins().iadd_imm_s(a, 1);
                 let ha = self.b.ins().select(need, a1, a);
                 let hi = self.b.ins().uload8(types::I32, mem(), ha, 0);
@@ -665,7 +671,10 @@ impl Emit<'_, '_> {
     fn table(&mut self, grp: Group) -> Vec<Value> {
         let sv = self.b.ins().splat(types::F32X4, grp.s);
         let ys: [Value; 4] = std::array::from_fn(|j| {
-            let b = self.b.ins().load(types::F32X4, mem(), self.p.base, 16 * j as i32);
+            let b = self
+                .b
+                .ins()
+                .load(types::F32X4, mem(), self.p.base, 16 * j as i32);
             let x = self.b.ins().fmul(b, sv);
             let y = self.post(x, grp);
             self.out_bits(y)
