@@ -14,6 +14,9 @@ use crate::Options;
 use crate::formats::element::{self, Element};
 use crate::formats::race::{self, Pick};
 
+/// Rows of one declaration into part of the output.
+type RunPlan<T> = dyn Fn(&Coded<'_>, Range<usize>, &mut [T]) + Sync;
+
 impl QuantLinear<'_> {
     /// [`dequantize`](Self::dequantize) of a coded linear.
     pub(crate) fn dequantize_coded<T: Element>(&self, out: &mut [T], opts: &Options) -> Result<()> {
@@ -63,7 +66,7 @@ impl QuantLinear<'_> {
         plans: &[Coded<'_>],
         out: &mut [T],
         opts: &Options,
-        run: &(dyn Fn(&Coded<'_>, Range<usize>, &mut [T]) + Sync),
+        run: &RunPlan<T>,
     ) {
         let (per, k) = (self.rows_per_plan(), self.k());
         let decode = |rows: Range<usize>, part: &mut [T]| {

@@ -329,7 +329,7 @@ impl Emit<'_, '_> {
             let is_odd = self.b.ins().band_imm_s(r.p, 1);
             self.b.ins().brif(is_odd, odd, &[], vec, &[]);
             self.b.switch_to_block(odd);
-            self.from_table(r, zero);
+            self.table_output(r, zero);
             let one = self.i64c(1);
             self.b.def_var(i, one);
             self.b.ins().jump(vec, &[]);
@@ -339,7 +339,7 @@ impl Emit<'_, '_> {
                 e.lookup(&planes, c)
             });
             let (iv, head, exit) = self.while_below(i, r.len);
-            self.from_table(r, iv);
+            self.table_output(r, iv);
             let next = self.b.ins().iadd_imm_s(iv, 1);
             self.close(i, next, head, exit);
             return;
@@ -724,7 +724,7 @@ impl Emit<'_, '_> {
     }
 
     /// Output `i` (I64) of run `r` from the slot's table.
-    fn from_table(&mut self, r: Run, i: Value) {
+    fn table_output(&mut self, r: Run, i: Value) {
         let pp = self.b.ins().iadd(r.p, i);
         let q = self.code1(pp);
         let q = self.b.ins().uextend(types::I64, q);
