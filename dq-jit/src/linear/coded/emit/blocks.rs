@@ -1,12 +1,11 @@
-//! Codes along N (gpt-oss' `[E, K, N]` output) into 16-bit outputs, 8 columns
-//! by one group of rows at a time: each column's group looked up 16 codes a
-//! step into a stack buffer (a column of the block after another), then the
-//! block transposed 8 x 8 in registers and written 8 outputs (16 bytes) a row,
-//! instead of one output a store down each column.
+//! Codes along N (gpt-oss' `[E, K, N]` output), 4 bits, 8 columns by one group
+//! of rows at a time: each column's group looked up 16 codes a step into a stack
+//! buffer (a column of the block after another), then the block transposed in
+//! registers (8 x 8 16-bit outputs, or 4 x 4 f32 twice) and written 16 bytes a
+//! row, instead of one output a store down each column.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value, types};
-use dq_runtime::DType;
 
 use super::super::{CodedShape, Walk};
 use super::{Emit, HI_WORDS, LO_WORDS, mem};
@@ -24,15 +23,14 @@ const LO_QWORDS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22,
 /// The high halves of `a` and `b` (`punpckhqdq`).
 const HI_QWORDS: [u8; 16] = [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31];
 
-/// True when the shape's columns go by blocks: codes along N, 4 bits, 16-bit
-/// outputs, groups of a multiple of 16 rows (at most [`MAX_GROUP`]) that every
+/// True when the shape's columns go by blocks: codes along N, 4 bits, groups of
+/// a multiple of 16 rows (at most [`MAX_GROUP`]) that every
 /// column starts at the same row (the column stride a multiple of the group),
 /// at least 8 columns.
 pub(super) fn by_blocks(s: &CodedShape) -> bool {
     let gs = s.group_size;
     s.walk() == Walk::Columns
         && s.bits == 4
-        && s.out != DType::F32
         && gs.is_multiple_of(16)
         && gs <= MAX_GROUP
         && s.col_stride.is_multiple_of(gs)
@@ -71,7 +69,7 @@ impl Emit<'_, '_> {
         self.column_range(n0, a, zero, kdim);
         let buf = self.b.create_sized_stack_slot(StackSlotData::new(
             StackSlotKind::ExplicitSlot,
-            (16 * gs) as u32,
+            (8 * gs * self.osz()) as u32,
             4,
         ));
         let buf = self.b.ins().stack_addr(types::I64, buf, 0);
@@ -96,9 +94,10 @@ impl Emit<'_, '_> {
     }
 
     /// Rows `nb..nb + gs` (one group, `nb` a multiple of it) of columns
-    /// `kb..kb + 8`, through `buf` (8 columns of `gs` 16-bit outputs).
+    /// `kb..kb + 8`, through `buf` (8 columns of `gs` outputs).
     fn block8(&mut self, nb: Value, kb: Value, buf: Value) {
-        let gs = self.s.group_size;
+        let (gs, osz) = (self.s.group_size, self.osz());
+        let col_bytes = gs * osz;
         for c in 0..8 {
             let kc = self.b.ins().iadd_imm_s(kb, c as i64);
             let cs = self.mul_c(kc, self.s.col_stride);
@@ -110,31 +109,62 @@ impl Emit<'_, '_> {
             for s in 0..gs / 16 {
                 let pp = self.b.ins().iadd_imm_s(p0, 16 * s as i64);
                 let codes = self.codes16(pp);
-                let v = self.lookup(&planes, codes);
-                let at = (2 * gs * c + 32 * s) as i32;
-                self.b.ins().store(mem(), v[0], buf, at);
-                self.b.ins().store(mem(), v[1], buf, at + 16);
+                for (j, v) in self.lookup(&planes, codes).into_iter().enumerate() {
+                    let at = (col_bytes * c + 16 * osz * s + 16 * j) as i32;
+                    self.b.ins().store(mem(), v, buf, at);
+                }
             }
         }
         let row0 = self.out_at(nb, kb);
-        let row_bytes = self.s.k * 2;
-        for r8 in 0..gs / 8 {
-            let v: [Value; 8] = std::array::from_fn(|c| {
-                let at = (2 * gs * c + 16 * r8) as i32;
-                self.b.ins().load(types::I8X16, mem(), buf, at)
-            });
-            for (r, row) in self.transpose8(v).into_iter().enumerate() {
-                let off = (8 * r8 + r).wrapping_mul(row_bytes);
-                let (a, imm) = match i32::try_from(off) {
-                    Ok(o) => (row0, o),
-                    Err(_) => {
-                        let c = self.i64c(off as i64);
-                        (self.b.ins().iadd(row0, c), 0)
-                    }
+        let row_bytes = self.s.k * osz;
+        // Rows of 16 bytes: 8 16-bit outputs, or 4 f32 (two a row of the block).
+        let (rows, quads) = if osz == 2 { (8, 1) } else { (4, 2) };
+        for r in 0..gs / rows {
+            for q in 0..quads {
+                let cols = 8 / quads;
+                let v: Vec<Value> = (0..cols)
+                    .map(|c| {
+                        let at = (col_bytes * (cols * q + c) + 16 * r) as i32;
+                        self.b.ins().load(types::I8X16, mem(), buf, at)
+                    })
+                    .collect();
+                let t = if osz == 2 {
+                    self.transpose8(std::array::from_fn(|c| v[c])).to_vec()
+                } else {
+                    self.transpose4([v[0], v[1], v[2], v[3]]).to_vec()
                 };
-                self.b.ins().store(mem(), row, a, imm);
+                for (i, row) in t.into_iter().enumerate() {
+                    let off = (rows * r + i).wrapping_mul(row_bytes) + 16 * q;
+                    let (a, imm) = match i32::try_from(off) {
+                        Ok(o) => (row0, o),
+                        Err(_) => {
+                            let c = self.i64c(off as i64);
+                            (self.b.ins().iadd(row0, c), 0)
+                        }
+                    };
+                    self.b.ins().store(mem(), row, a, imm);
+                }
             }
         }
+    }
+
+    /// Rows of four f32 lanes of 4 columns (`v[c]`, lane `r`: row `r`) as the 4
+    /// rows (result `r`, lane `c`).
+    fn transpose4(&mut self, v: [Value; 4]) -> [Value; 4] {
+        let (t0, t1) = (
+            self.shuffle(v[0], v[1], LO_DWORDS),
+            self.shuffle(v[0], v[1], HI_DWORDS),
+        );
+        let (t2, t3) = (
+            self.shuffle(v[2], v[3], LO_DWORDS),
+            self.shuffle(v[2], v[3], HI_DWORDS),
+        );
+        [
+            self.shuffle(t0, t2, LO_QWORDS),
+            self.shuffle(t0, t2, HI_QWORDS),
+            self.shuffle(t1, t3, LO_QWORDS),
+            self.shuffle(t1, t3, HI_QWORDS),
+        ]
     }
 
     /// Rows of eight 16-bit lanes of 8 columns (`v[c]`, lane `r`: row `r`) as
