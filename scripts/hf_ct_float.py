@@ -21,7 +21,9 @@ NVIDIA ModelOpt NVFP4 (`hf_quant_config.json` `quant_algo: NVFP4`; `weight` U8 p
 (it needs CUDA); `modelopt/torch/quantization/qtensor/nvfp4_tensor.py`
 `NVFP4QTensor.dequantize` (NVIDIA/TensorRT-Model-Optimizer) is transcribed:
 `per_block_scale = scale.to(float32) * double_scale`, then `e2m1 * per_block_scale`,
-f32; the second check is an independent NumPy evaluation of the same formula.
+f32, with ModelOpt's own `e2m1_values` table, whose code 8 is `+0.0` (OCP e2m1's code
+8 is -0.0: the two differ in the sign of zero outputs); the second check is an
+independent NumPy evaluation of the same formula.
 """
 
 import numpy as np
@@ -151,6 +153,11 @@ def ct_nvfp4_case(name, seed, shapes):
     base.write_config(d, ct_config("nvfp4-pack-quantized", nvfp4_args()), "bfloat16")
 
 
+# ModelOpt's `e2m1_values` (nvfp4_tensor.py): `0` at code 8, a positive zero.
+MODELOPT_E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4, -6],
+                         dtype=np.float32)
+
+
 def modelopt_nvfp4_linear(rng, n, k):
     codes = rng.integers(0, 256, (n, k // 2)).astype(np.uint8)
     scale = torch.from_numpy(rng.uniform(0.01, 400, (n, k // 16)).astype(np.float32)) \
@@ -163,13 +170,13 @@ def modelopt_nvfp4_linear(rng, n, k):
     unpacked = torch.empty((n, k), dtype=torch.long)
     unpacked[..., 1::2] = packed >> 4
     unpacked[..., 0::2] = packed & 0x0F
-    deq = torch.from_numpy(E2M1)[unpacked.reshape(-1)].reshape(n, k)
+    deq = torch.from_numpy(MODELOPT_E2M1)[unpacked.reshape(-1)].reshape(n, k)
     y = (deq.view(n, k // 16, 16) * per_block_scale.unsqueeze(-1)).reshape(n, k)
     # Independent check: NumPy, the same two products in f32.
     eff = (scale.to(torch.float32).numpy() * np.float32(scale_2.item())).astype(np.float32)
     e = np.empty((n, k), dtype=np.uint8)
     e[:, 0::2], e[:, 1::2] = codes & 15, codes >> 4
-    again = E2M1[e] * np.repeat(eff, 16, axis=1)
+    again = MODELOPT_E2M1[e] * np.repeat(eff, 16, axis=1)
     assert np.array_equal(again.view(np.uint32), y.numpy().view(np.uint32))
     tensors = {"weight": codes, "weight_scale": stored(scale),
                "weight_scale_2": scale_2.numpy().copy(),

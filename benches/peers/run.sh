@@ -8,6 +8,10 @@
 #   bash benches/peers/run.sh --gguf [--json] [--min-time S]
 # NumPy's unpack-and-dequantize of GPTQ/AWQ 4-bit linears (checkpoints_numpy.py):
 #   bash benches/peers/run.sh --checkpoints [--k K] [--n N] [--group G] [--json]
+# Each checkpoint family's reference library on CPU (bitsandbytes, mlx, torch ports,
+# compressed-tensors, transformers) against dq on the same tensor (checkpoints_ref.py;
+# PYTHON: the environment holding the libraries; families it lacks are left out):
+#   PYTHON=VENV/bin/python bash benches/peers/run.sh --checkpoints-ref [--families a,b] [--json]
 # anamnesis 0.7.10 (its own crate, benches/peers/anamnesis; `amn` installed under build/):
 #   bash benches/peers/run.sh --anamnesis [--json] [--min-time S] [dq-peer-anamnesis --help]
 set -euo pipefail
@@ -102,6 +106,14 @@ if [ "${1:-}" = "--anamnesis" ]; then
     DQ_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/dq"
     PEER_BIN="${CARGO_TARGET_DIR:-$HERE/anamnesis/target}/release/dq-peer-anamnesis"
     exec "$PEER_BIN" --amn "$AMN_ROOT/bin/amn" --dq "$DQ_BIN" "$@"
+fi
+
+# `--checkpoints-ref`: runs in the caller's environment (PYTHON), not the peers venv.
+if [ "${1:-}" = "--checkpoints-ref" ]; then
+    shift
+    log "building dq's timer (cargo build --release --example time_checkpoint)"
+    (cd "$ROOT" && cargo build --release --example time_checkpoint >&2)
+    exec "$PY" "$HERE/checkpoints_ref.py" "$@"
 fi
 
 setup_venv

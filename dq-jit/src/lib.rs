@@ -58,6 +58,7 @@ pub use compile::KernelFn;
 pub use dq_runtime::FormulaProblem;
 pub use error::{JitError, Stage};
 pub use kernel::{CompiledKernel, Kernel};
+pub use linear::coded::{COLUMN_ROWS, CodedJit, CodedKernel, CodedShape, coded};
 pub use linear::{
     CHUNK, LinearJit, LinearJitError, LinearKernel, LinearStats, Shape, TILE_ROWS, TILE_WORDS,
     linear,

@@ -41,7 +41,8 @@ pub struct ConvertArgs {
     /// The safetensors file to write (replaced only when everything succeeded).
     pub output: PathBuf,
     /// Output dtype of the dequantized and floating-point tensors (default: f32 for
-    /// GGUF, the scales' dtype for a HuggingFace checkpoint).
+    /// GGUF; for a HuggingFace checkpoint its config.json dtype, else its scales'
+    /// dtype where 16-bit, else bf16).
     #[arg(long, value_enum)]
     pub dtype: Option<OutDtype>,
     /// Backend: reference, generated, jit or auto.
@@ -211,7 +212,7 @@ pub fn convert(a: &ConvertArgs) -> Result<(), ConvertError> {
     let source = Source::open(&a.input)?;
     let all = source.items();
     let items = select(&a.input, all, &opts, a.skip_unsupported)?;
-    let dtype = a.dtype.unwrap_or_else(|| default_dtype(&items));
+    let dtype = a.dtype.unwrap_or_else(|| default_dtype(&source, &items));
     if a.output.is_dir() {
         return Err(ConvertError::OutputIsDir {
             path: a.output.clone(),
@@ -314,16 +315,26 @@ pub(super) fn select<'a>(
     Ok(Selected { kept, skipped })
 }
 
-/// f32 for GGUF; for a checkpoint, the dtype of the first linear's scales.
-pub(super) fn default_dtype(items: &Selected<'_>) -> OutDtype {
-    items
-        .kept
-        .iter()
-        .find_map(|i| match &i.kind {
-            Kind::Linear(l) => OutDtype::of(l.scales().dtype()),
-            _ => None,
-        })
-        .unwrap_or(OutDtype::F32)
+/// f32 for GGUF; for a HuggingFace checkpoint, the model's own dtype
+/// (`config.json`'s `dtype` / `torch_dtype`), else its first linear's scales'
+/// dtype where that is f16 or bf16 (GPTQ, AWQ, MLX keep scales in the model's
+/// dtype), else bf16 (FP8, NVFP4, MXFP4, bitsandbytes: f32, f8 or e8m0 scales
+/// say nothing of it).
+pub(super) fn default_dtype(source: &Source, items: &Selected<'_>) -> OutDtype {
+    let Source::Hf(ckpt) = source else {
+        return OutDtype::F32;
+    };
+    if let Some(d) = ckpt.dtype().and_then(OutDtype::of) {
+        return d;
+    }
+    let scales = items.kept.iter().find_map(|i| match &i.kind {
+        Kind::Linear(l) => Some(l.scales().dtype()),
+        _ => None,
+    });
+    match scales {
+        Some(Dtype::F16) => OutDtype::F16,
+        _ => OutDtype::Bf16,
+    }
 }
 
 /// The folder of `output` (`.` for a bare file name).

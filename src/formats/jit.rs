@@ -24,10 +24,12 @@ pub fn block_kernel(name: &str) -> Result<std::sync::Arc<BlockJit>, JitError> {
     }
 }
 
-/// Block and linear kernels the JIT has compiled in this process.
+/// Block, linear and coded kernels the JIT has compiled in this process.
 pub fn compiled() -> usize {
     #[cfg(feature = "jit")]
-    return dq_jit::block::stats().compiled + dq_jit::linear().stats().compiled as usize;
+    return dq_jit::block::stats().compiled
+        + dq_jit::linear().stats().compiled as usize
+        + dq_jit::coded().compiled() as usize;
     #[cfg(not(feature = "jit"))]
     0
 }

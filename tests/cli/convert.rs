@@ -274,7 +274,8 @@ fn failures_leave_no_output() {
 // ---------------------------------------------------------------------------
 // HuggingFace checkpoints.
 
-/// Every fixture checkpoint dq reads, with its scales' dtype.
+/// Every fixture checkpoint dq reads, with its default output dtype: config.json's
+/// `torch_dtype`, else (a single file) its scales' dtype.
 const HF: &[(&str, &str)] = &[
     ("gptq-v1-4bit-g64-asym", "f16"),
     ("gptq-v1-4bit-perchannel-sym", "f16"),
@@ -287,22 +288,22 @@ const HF: &[(&str, &str)] = &[
     ("ct-4bit-group-sym", "bf16"),
     ("ct-4bit-channel-asym", "f16"),
     ("ct-8bit-group-asym", "bf16"),
-    ("ct-8bit-channel-sym", "f32"),
+    ("ct-8bit-channel-sym", "f16"),
     ("single-file/gptq-v2.safetensors", "f16"),
-    // Padded last words, and the float-weight formats (e8m0/e4m3 scales: f32 default).
+    // Padded last words, and the float-weight formats (f32, e8m0, e4m3 scales).
     ("gptq-v2-4bit-g32-n100", "f16"),
     ("gptq-v1-4bit-g16-actorder-n50", "f16"),
     ("gptq-v1-8bit-perchannel-n10", "f16"),
     ("awq-4bit-g16-n40", "f16"),
-    ("fp8-block128-f32", "f32"),
+    ("fp8-block128-f32", "bf16"),
     ("fp8-block16x32-bf16", "bf16"),
-    ("fp8-block32-e8m0", "f32"),
+    ("fp8-block32-e8m0", "bf16"),
     ("ct-fp8-tensor", "bf16"),
-    ("ct-fp8-channel", "f32"),
+    ("ct-fp8-channel", "bf16"),
     ("ct-fp8-group", "bf16"),
-    ("ct-fp8-block", "f32"),
-    ("ct-nvfp4", "f32"),
-    ("modelopt-nvfp4", "f32"),
+    ("ct-fp8-block", "bf16"),
+    ("ct-nvfp4", "bf16"),
+    ("modelopt-nvfp4", "bf16"),
 ];
 
 /// The input's tensors, read with the safetensors crate: name -> (dtype, shape, bytes).
@@ -425,10 +426,10 @@ fn check_hf(bytes: &[u8], path: &Path, dtype: &str) {
 
 #[test]
 fn hf_convert_writes_every_linear_and_tensor() {
-    for &(case, scales) in HF {
+    for &(case, default) in HF {
         let path = fixtures().join("hf").join(case);
         let (bytes, o) = convert_ok(&path, &["--threads", "2"]);
-        check_hf(&bytes, &path, scales);
+        check_hf(&bytes, &path, default);
         let summary = String::from_utf8(o.stdout).unwrap();
         assert!(summary.starts_with("wrote "), "{summary}");
         for dtype in ["f32", "bf16", "f16"] {
@@ -441,10 +442,10 @@ fn hf_convert_writes_every_linear_and_tensor() {
 #[test]
 #[cfg(feature = "jit")]
 fn hf_convert_runs_the_jit() {
-    for &(case, scales) in HF {
+    for &(case, default) in HF {
         let path = fixtures().join("hf").join(case);
         let (bytes, o) = convert_ok(&path, &["--backend", "jit", "--threads", "3"]);
-        check_hf(&bytes, &path, scales);
+        check_hf(&bytes, &path, default);
         // A fresh process: each linear shape compiled once, for its first linear.
         let summary = String::from_utf8_lossy(&o.stdout).into_owned();
         let counts = summary.split("JIT kernels ").nth(1).unwrap_or("");

@@ -60,7 +60,15 @@ fn convert_writes_each_family_bit_exact() {
             &["model.layers.0.mlp.experts.gate_up_proj"][..],
         ),
     ];
-    for (case, names) in cases {
+    let backends: &[&str] = if cfg!(feature = "jit") {
+        &["auto", "jit"]
+    } else {
+        &["auto"]
+    };
+    for ((case, names), backend) in cases
+        .into_iter()
+        .flat_map(|c| backends.iter().map(move |&b| (c, b)))
+    {
         let dir = fixture(case);
         for dtype in ["f32", "bf16", "f16"] {
             let tmp = tempfile::tempdir().unwrap();
@@ -73,8 +81,14 @@ fn convert_writes_each_family_bit_exact() {
                 dtype,
                 "--threads",
                 "2",
+                "--backend",
+                backend,
             ]);
-            assert!(o.status.success(), "{case} {dtype}: {}", stderr(&o));
+            assert!(
+                o.status.success(),
+                "{case} {dtype} {backend}: {}",
+                stderr(&o)
+            );
             let bytes = fs::read(&out).unwrap();
             let st = SafeTensors::deserialize(&bytes).unwrap();
             let mut listed: Vec<String> = st.names().into_iter().map(str::to_owned).collect();
@@ -118,7 +132,7 @@ fn convert_writes_each_family_bit_exact() {
                         _ => u32::from(bf16::from_f32(f32::from_bits(b)).to_bits()),
                     })
                     .collect();
-                assert!(got == want, "{case} {dtype}: {name} differs");
+                assert!(got == want, "{case} {dtype} {backend}: {name} differs");
                 assert_eq!(
                     t.shape().iter().product::<usize>(),
                     want.len(),
@@ -211,24 +225,46 @@ fn inspect_names_scheme_and_scale_layout() {
     assert_eq!(down["shape"], serde_json::json!([2, 96, 64]));
 }
 
+/// Without `--dtype`, a checkpoint converts to its own dtype (config.json's
+/// `torch_dtype`), else to its scales' where they are 16-bit, else bf16.
 #[test]
-fn the_jit_refuses_coded_linears_and_writes_nothing() {
-    if !cfg!(feature = "jit") {
-        return;
+fn convert_defaults_to_the_models_dtype() {
+    let cases = [
+        ("bnb-nf4", "model.layers.0.mlp.up_proj.weight", "F32"),
+        ("bnb-int8", "model.layers.0.mlp.up_proj.weight", "F16"),
+        (
+            "mxfp4-gpt-oss",
+            "model.layers.0.mlp.experts.down_proj",
+            "BF16",
+        ),
+        // MLX writes no torch_dtype: its scales' dtype.
+        ("mlx-4bit-g64", "model.layers.0.mlp.up_proj.weight", "F16"),
+        (
+            "mlx-3bit-g32-bf16",
+            "model.layers.0.mlp.up_proj.weight",
+            "BF16",
+        ),
+        // e8m0 scales, torch_dtype bfloat16.
+        (
+            "fp8-block32-e8m0",
+            "model.layers.0.mlp.up_proj.weight",
+            "BF16",
+        ),
+    ];
+    for (case, name, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out.safetensors");
+        let o = dq(&[
+            "convert",
+            fixture(case).to_str().unwrap(),
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{case}: {}", stderr(&o));
+        let bytes = fs::read(&out).unwrap();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let t = st.tensor(name).unwrap();
+        assert_eq!(format!("{:?}", t.dtype()), want, "{case}");
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out.safetensors");
-    let o = dq(&[
-        "convert",
-        fixture("bnb-nf4").to_str().unwrap(),
-        out.to_str().unwrap(),
-        "--backend",
-        "jit",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
-    assert!(stderr(&o).contains("bitsandbytes NF4"), "{}", stderr(&o));
-    assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
 
 #[test]
@@ -239,7 +275,11 @@ fn model_runs_and_verifies_coded_checkpoints() {
             fixture(case).to_str().unwrap(),
             "--verify",
             "--backend",
-            "generated",
+            if cfg!(feature = "jit") {
+                "generated,jit"
+            } else {
+                "generated"
+            },
             "--threads",
             "2",
         ]);

@@ -1,5 +1,5 @@
 //! bitsandbytes (NF4/FP4, double quantization, LLM.int8), MLX affine and gpt-oss
-//! MXFP4 checkpoints: every backend, f32/f16/bf16, bit for bit against the values the
+//! MXFP4 checkpoints: every backend (the JIT included), f32/f16/bf16, bit for bit against the values the
 //! libraries themselves produced (`scripts/make_hf_fixtures_b.py`); mutations of each
 //! layout (nibble order, scale convention) fail; malformed checkpoints are one-line
 //! errors.
@@ -177,10 +177,15 @@ fn every_backend_equals_the_library_on_every_fixture() {
                     assert_bits(&got, &want, &format!("{what} {}", isa.name()));
                 }
             }
-            // The JIT has no coded kernel: an explicit choice is an error, never a fallback.
             if support::in_build("jit") {
+                assert_bits(
+                    &dequantize(l, Backend::Jit).unwrap(),
+                    &want,
+                    &format!("{what} jit"),
+                );
+            } else {
                 let e = dequantize(l, Backend::Jit).unwrap_err();
-                assert!(matches!(e, HfError::NoKernel { .. }), "{what}: {e}");
+                assert!(matches!(e, HfError::Jit { .. }), "{what}: {e}");
             }
         }
         // Everything else is left as it is, and no linear tensor is listed twice.
@@ -242,9 +247,24 @@ fn mutated<'a>(
     };
     let rows = l.n();
     let plan = Coded::new(rows, l.k(), codes, strides, group, base, scale, post).unwrap();
-    let mut out = vec![0f32; rows * l.k()];
-    plan.run(0..rows, &mut out).unwrap();
-    out.iter().map(|y| y.to_bits()).collect()
+    run_both(&plan)
+}
+
+/// The declaration's f32 bits on the generated driver, checked equal on the JIT
+/// (so each mutation reaches both).
+fn run_both(plan: &Coded<'_>) -> Vec<u32> {
+    let len = plan.n() * plan.k();
+    let mut out = vec![0f32; len];
+    plan.run(0..plan.n(), &mut out).unwrap();
+    let bits: Vec<u32> = out.iter().map(|y| y.to_bits()).collect();
+    #[cfg(feature = "jit")]
+    {
+        let mut jit = vec![0f32; len];
+        dq::jit::coded().run(plan, 0..plan.n(), &mut jit).unwrap();
+        let jit: Vec<u32> = jit.iter().map(|y| y.to_bits()).collect();
+        assert!(jit == bits, "the JIT differs from the driver");
+    }
+    bits
 }
 
 fn f32s(t: TensorRef<'_>) -> Vec<f32> {
@@ -426,9 +446,7 @@ fn mutated_layouts_fail_against_the_library() {
             order,
         };
         let plan = Coded::new(kk, rows, codes, (0, 1, kk), 32, base, pow2, Post::None).unwrap();
-        let mut out = vec![0f32; kk * rows];
-        plan.run(0..kk, &mut out).unwrap();
-        out.iter().map(|y| y.to_bits()).collect::<Vec<u32>>()
+        run_both(&plan)
     };
     assert_eq!(one(BitOrder::Lsb, &e2m1), want[..kk * rows]);
     assert_ne!(

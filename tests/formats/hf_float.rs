@@ -203,6 +203,34 @@ fn the_two_nvfp4_conventions_are_not_interchangeable() {
     }
 }
 
+/// ModelOpt's e2m1 table holds +0.0 for code 8 (OCP e2m1: -0.0): with a positive
+/// scale its code-8 outputs are +0.0 on every backend, compressed-tensors' -0.0.
+#[test]
+fn modelopt_code_8_is_a_positive_zero() {
+    for (case, field, want) in [
+        ("modelopt-nvfp4", "weight", 0u32),
+        ("ct-nvfp4", "weight_packed", 0x8000_0000),
+    ] {
+        let ckpt = Checkpoint::open(fixtures().join(case)).unwrap();
+        let l = ckpt.linear(UP).unwrap();
+        let codes = ckpt
+            .tensor(&format!("{UP}.{field}"))
+            .unwrap()
+            .data()
+            .to_vec();
+        let eights: Vec<usize> = (0..2 * codes.len())
+            .filter(|&i| (codes[i / 2] >> (4 * (i % 2))) & 15 == 8)
+            .collect();
+        assert!(eights.len() > 8, "{case}: code 8 occurs");
+        for backend in backends() {
+            let got = run::<f32>(&l, backend, 2, f32::to_bits);
+            for &i in &eights {
+                assert_eq!(got[i], want, "{case} {backend:?}: element {i}");
+            }
+        }
+    }
+}
+
 /// Doubling the scale of the last (partial) block changes exactly that block's
 /// elements, on every backend: the block map is `(n / bn, k / bk)`, not transposed,
 /// not shifted.

@@ -296,6 +296,36 @@ impl<'a> Coded<'a> {
         self.k
     }
 
+    /// The codes' bytes, width and order.
+    pub fn codes(&self) -> Codes<'a> {
+        self.codes
+    }
+
+    /// `(offset, row_stride, col_stride)` in codes.
+    pub fn strides(&self) -> (usize, usize, usize) {
+        self.strides
+    }
+
+    /// Codes per group (of stream positions).
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+
+    /// The base value of each code (entries past `2^bits` are 0).
+    pub fn base(&self) -> &[f32; 256] {
+        &self.base
+    }
+
+    /// Where each group's scale comes from.
+    pub fn scale(&self) -> Scale<'a> {
+        self.scale
+    }
+
+    /// What follows the multiply.
+    pub fn post(&self) -> Post<'a> {
+        self.post
+    }
+
     /// Element `(n, k)` in f32 (the formula one element at a time; inside the weight).
     pub fn value(&self, n: usize, k: usize) -> f32 {
         let (o, rs, cs) = self.strides;

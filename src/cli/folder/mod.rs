@@ -176,7 +176,9 @@ pub fn convert(a: &ConvertArgs, opts: &Options) -> Result<(), ConvertError> {
     check_output(a)?;
     let source = Source::open(&a.input)?;
     let selected = convert::select(&a.input, source.items(), opts, a.skip_unsupported)?;
-    let dtype = a.dtype.unwrap_or_else(|| convert::default_dtype(&selected));
+    let dtype = a
+        .dtype
+        .unwrap_or_else(|| convert::default_dtype(&source, &selected));
     for name in &selected.skipped {
         eprintln!("dq: skipped {} (--skip-unsupported)", escape(name));
     }

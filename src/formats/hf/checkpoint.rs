@@ -51,6 +51,8 @@ impl<'a> TensorRef<'a> {
 pub struct Checkpoint {
     path: PathBuf,
     config: Option<QuantConfig>,
+    /// config.json's `dtype` / `torch_dtype` (f32, f16 or bf16).
+    dtype: Option<Dtype>,
     shards: Vec<Shard>,
     entries: BTreeMap<String, Entry>,
     linears: BTreeMap<String, LinearInfo>,
@@ -114,7 +116,7 @@ impl Checkpoint {
     /// # Safety
     /// With `mapped`, [`Checkpoint::map`]'s contract.
     unsafe fn open_dir(dir: &Path, mapped: bool) -> Result<Checkpoint> {
-        let config = read_config(&dir.join("config.json"))?;
+        let (config, dtype) = read_config(&dir.join("config.json"))?;
         let index_path = dir.join("model.safetensors.index.json");
         let single = dir.join("model.safetensors");
         if !exists(&index_path) {
@@ -125,7 +127,7 @@ impl Checkpoint {
             }
             // SAFETY: passed on from the caller.
             let shard = unsafe { Shard::open(&single, mapped) }?;
-            return Self::assemble(dir, config, vec![shard]);
+            return Ok(Self::assemble(dir, config, vec![shard])?.with_dtype(dtype));
         }
         let index: Index =
             serde_json::from_slice(&read(&index_path)?).map_err(|source| HfError::Json {
@@ -145,7 +147,7 @@ impl Checkpoint {
             // SAFETY: passed on from the caller.
             shards.push(unsafe { Shard::open(&dir.join(file), mapped) }?);
         }
-        let ckpt = Self::assemble(dir, config, shards)?;
+        let ckpt = Self::assemble(dir, config, shards)?.with_dtype(dtype);
         for (tensor, file) in &index.weight_map {
             let in_shard = ckpt
                 .entries
@@ -194,6 +196,7 @@ impl Checkpoint {
         let mut ckpt = Checkpoint {
             path: path.to_owned(),
             config,
+            dtype: None,
             shards,
             entries,
             linears: BTreeMap::new(),
@@ -201,6 +204,10 @@ impl Checkpoint {
         };
         ckpt.group_linears()?;
         Ok(ckpt)
+    }
+
+    fn with_dtype(self, dtype: Option<Dtype>) -> Checkpoint {
+        Checkpoint { dtype, ..self }
     }
 
     /// Finds the quantized linears, checks each against the format and records which
@@ -235,6 +242,13 @@ impl Checkpoint {
     /// The quantization config (`None` for a checkpoint without quantized tensors).
     pub fn config(&self) -> Option<&QuantConfig> {
         self.config.as_ref()
+    }
+
+    /// The model's own dtype: `config.json`'s `dtype` (transformers 4.56 on) or
+    /// `torch_dtype` where it is `float32`, `float16` or `bfloat16`; `None` without
+    /// one (or for a single `.safetensors` file).
+    pub fn dtype(&self) -> Option<Dtype> {
+        self.dtype
     }
 
     /// The files mapped, in the order they were opened.
@@ -326,9 +340,9 @@ fn exists(path: &Path) -> bool {
 }
 
 /// `config.json`'s `quantization_config`, if the file and the field exist.
-fn read_config(path: &Path) -> Result<Option<QuantConfig>> {
+fn read_config(path: &Path) -> Result<(Option<QuantConfig>, Option<Dtype>)> {
     if !exists(path) {
-        return Ok(None);
+        return Ok((None, None));
     }
     let value: serde_json::Value =
         serde_json::from_slice(&read(path)?).map_err(|source| HfError::Json {
@@ -336,14 +350,23 @@ fn read_config(path: &Path) -> Result<Option<QuantConfig>> {
             what: "config.json",
             source,
         })?;
+    let dtype = ["dtype", "torch_dtype"]
+        .iter()
+        .find_map(|key| match value.get(key)?.as_str()? {
+            "float32" => Some(Dtype::F32),
+            "float16" => Some(Dtype::F16),
+            "bfloat16" => Some(Dtype::BF16),
+            _ => None,
+        });
     // mlx-lm writes `quantization` (and the same object as `quantization_config`).
     if let Some(q) = value.get("quantization").filter(|q| !q.is_null()) {
-        return super::families::mlx_config(q).map(Some);
+        return Ok((Some(super::families::mlx_config(q)?), dtype));
     }
-    match value.get("quantization_config") {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(q) => QuantConfig::from_json(q).map(Some),
-    }
+    let config = match value.get("quantization_config") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(q) => Some(QuantConfig::from_json(q)?),
+    };
+    Ok((config, dtype))
 }
 
 /// A name that stays inside the folder: no separators, not `.` or `..`.

@@ -20,8 +20,6 @@ use safetensors::Dtype;
 
 use super::error::{HfError, Result};
 use super::linear::{QuantLinear, Scheme};
-use crate::Options;
-use crate::formats::element::{self, Element};
 
 /// OCP e2m1 (MXFP4) values by code.
 const E2M1: [f32; 16] = [
@@ -154,51 +152,20 @@ impl<'a> QuantLinear<'a> {
         })
     }
 
-    /// Whether `backend` runs this linear: every backend runs the integer schemes; the
-    /// JIT has no kernel for the coded ones.
+    /// Whether `backend` runs this linear: every backend runs every scheme (a build
+    /// without the JIT refuses `Backend::Jit` when it runs).
     ///
     /// # Errors
-    /// [`HfError::NoKernel`] for a coded linear on [`Backend::Jit`].
+    /// None now; kept for callers that check before they start work.
     pub fn check_backend(&self, backend: Backend) -> Result<()> {
-        if self.is_coded() && backend == Backend::Jit {
-            return Err(HfError::NoKernel {
-                linear: self.name().to_owned(),
-                scheme: self.scheme().to_string(),
-                backend: "jit",
-            });
-        }
+        let _ = backend;
         Ok(())
     }
 
-    /// [`dequantize`](Self::dequantize) of a coded linear: the reference decoder, or
-    /// the generated driver ([`Coded`]); the JIT has no coded kernel yet.
-    pub(crate) fn dequantize_coded<T: Element>(&self, out: &mut [T], opts: &Options) -> Result<()> {
-        match opts.backend() {
-            Backend::Reference => {
-                let decode = |rows: Range<usize>, buf: &mut [f32]| reference_rows(self, rows, buf);
-                opts.scope(|| element::split(out, self.k(), opts.threads(), &decode));
-                Ok(())
-            }
-            Backend::Jit => self.check_backend(Backend::Jit),
-            _ => {
-                let per = self.plan_rows().max(1);
-                let plans = self.coded_plans()?;
-                let k = self.k();
-                let decode = |rows: Range<usize>, part: &mut [T]| {
-                    let mut r = rows.start;
-                    while r < rows.end {
-                        let (e, end) = (r / per, ((r / per + 1) * per).min(rows.end));
-                        let at = (r - rows.start) * k..(end - rows.start) * k;
-                        plans[e]
-                            .run(r - e * per..end - e * per, &mut part[at])
-                            .expect("rows split inside each plan, K elements each");
-                        r = end;
-                    }
-                };
-                opts.scope(|| element::split_direct(out, k, opts.threads(), &decode));
-                Ok(())
-            }
-        }
+    /// Rows of one declaration ([`coded_plans`](Self::coded_plans)): all, or one
+    /// MXFP4 expert's.
+    pub(crate) fn rows_per_plan(&self) -> usize {
+        self.plan_rows().max(1)
     }
 }
 

@@ -7,7 +7,8 @@
 //! multiply, then one rounding to the output dtype. NVFP4's two-level scale is
 //! first made one f32 per block, as each reference does: compressed-tensors
 //! `scale / weight_global_scale` (the global scale is stored as a reciprocal),
-//! ModelOpt `scale * weight_scale_2`. That is the runtime's `DynamicDequantize` of
+//! ModelOpt `scale * weight_scale_2` (and ModelOpt's e2m1 table has +0.0 for code 8:
+//! [`modelopt_zeros`]). That is the runtime's `DynamicDequantize` of
 //! an `f8_e4m3` or `f4_e2m1` source per group `[bn, bk]` with f32 scales (SPEC §10),
 //! so the generated backend and the JIT run it as that plan over the weight's bytes
 //! where they lie; the block scales of the rows a thread decodes are made f32 first.
@@ -94,11 +95,41 @@ fn layout(l: &QuantLinear<'_>) -> Option<(FloatFormat, usize, usize, f32)> {
     }
 }
 
-/// The f32 value of weight element `o` (row-major index).
-fn code(element: DType, x: &[u8], o: usize) -> f32 {
-    match element {
-        DType::F4E2M1 => minifloat::f4_e2m1_to_f32((x[o / 2] >> (4 * (o % 2))) & 15),
+/// The f32 value of weight element `o` (row-major index): OCP e2m1 and e4m3, but
+/// ModelOpt's own table for its NVFP4, whose code 8 is `+0.0` ([`modelopt_zeros`]).
+fn code(format: FloatFormat, x: &[u8], o: usize) -> f32 {
+    match format.element() {
+        DType::F4E2M1 => match (x[o / 2] >> (4 * (o % 2))) & 15 {
+            8 if format == FloatFormat::ModelOptNvfp4 => 0.0,
+            q => minifloat::f4_e2m1_to_f32(q),
+        },
         _ => minifloat::f8_e4m3_to_f32(x[o]),
+    }
+}
+
+/// ModelOpt's `e2m1_values` (`nvfp4_tensor.py`) holds `0` (+0.0) for code 8 where
+/// OCP e2m1, the runtime's `f4_e2m1` the plans decode, has -0.0; every other code
+/// agrees. A code-8 output is that zero times its block's scale: where the plan
+/// gave a zero, ModelOpt's is the other zero (a NaN scale gives the same NaN
+/// either way). Flips those signs in `out`, the f32 outputs of `codes` (two a
+/// byte, low nibble first). A fix-up of the plan's outputs rather than a
+/// declaration: the runtime's element types are OCP's, and this one difference is
+/// the sign of a zero.
+fn modelopt_zeros(codes: &[u8], out: &mut [f32]) {
+    // Branch-free on the bits, 16 outputs a step, so that it vectorizes: the
+    // sign flips where the code is 8 and the output is a zero (bits << 1 == 0).
+    let flip = |y: &mut u32, q: u8| *y ^= (u32::from(q == 8) & u32::from(*y << 1 == 0)) << 31;
+    let out: &mut [u32] = bytemuck::cast_slice_mut(out);
+    let mut steps = out.chunks_exact_mut(16);
+    let mut bytes = codes.chunks_exact(8);
+    for (o, b) in (&mut steps).zip(&mut bytes) {
+        for (i, y) in o.iter_mut().enumerate() {
+            flip(y, (b[i / 2] >> (4 * (i % 2))) & 15);
+        }
+    }
+    let rest = steps.into_remainder();
+    for (i, y) in rest.iter_mut().enumerate() {
+        flip(y, (bytes.remainder()[i / 2] >> (4 * (i % 2))) & 15);
     }
 }
 
@@ -114,7 +145,7 @@ pub(super) fn reference_rows(l: &QuantLinear<'_>, rows: Range<usize>, out: &mut 
         for (k, o) in row.iter_mut().enumerate() {
             let stored = scale(l.scales(), (n / block_n) * cols + k / block_k);
             let s = format.combine(stored, global);
-            let v = code(format.element(), x, n * k_dim + k);
+            let v = code(format, x, n * k_dim + k);
             *o = if v.is_nan() { v } else { quiet_f32(v * s) };
         }
     }
@@ -259,6 +290,9 @@ impl Bands<'_, '_> {
                 .bind(&src, Some(&scales), None, &mut dst)
                 .map_err(|e| self.error(e))?;
             job.run(kernel).map_err(|e| self.error(e))?;
+            if self.format == FloatFormat::ModelOptNvfp4 {
+                modelopt_zeros(bytes, part);
+            }
             at = end;
         }
         Ok(())

@@ -25,6 +25,7 @@
 
 mod checkpoint;
 mod coded;
+mod coded_run;
 mod config;
 mod decode;
 mod error;

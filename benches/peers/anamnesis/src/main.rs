@@ -1,5 +1,7 @@
 //! anamnesis 0.7.10 (crates.io) against dq on the same bytes, in one process:
-//! GGUF block types (one tensor each), GPTQ and AWQ 4-bit linears, and whole GGUF
+//! GGUF block types (one tensor each), GPTQ and AWQ 4-bit linears, FP8
+//! block-scaled, ModelOpt NVFP4 and bitsandbytes (NF4 double-quant, LLM.int8)
+//! linears, and whole GGUF
 //! files (`amn remember` against `dq convert`), bf16 and f32 output, at one thread
 //! and at each tool's default, beside a memcpy yardstick; every row checks that both
 //! tools wrote the same bits (a row marked MISMATCH where not).
@@ -9,6 +11,9 @@
 //! them (no `-C target-cpu`); `RUSTFLAGS` reaches both builds alike.
 
 mod args;
+#[path = "../../../checkpoints/families.rs"]
+mod checkpoint_families;
+mod families;
 mod files;
 mod gguf;
 mod linears;
@@ -30,7 +35,8 @@ usage: dq-peer-anamnesis [options]
   --json              JSON instead of a markdown table
   --elements N        elements per GGUF tensor (default 16777216 = 4096x4096)
   --types A,B         only these GGUF types (default: every type both tools read)
-  --k K --n N --group G   the linears' shape (default 4096, 11008, 128)
+  --k K --n N --group G   the linears' shape (default 4096, 11008, 128; the float and
+                      coded families take K x N, N x K for their [N, K])
   --threads T         dq's default threads (default: available cores)
   --skip gguf,linear,file   leave out these sections
   --base-pages        no transparent huge pages for the buffers
@@ -188,7 +194,27 @@ fn linear_rows(
         threads: c.threads,
     };
     let dir = std::env::temp_dir().join(format!("dq-peer-anamnesis-{}", std::process::id()));
-    let result = linears::rows(&setup, &dir, memcpy);
+    let mut result = linears::rows(&setup, &dir, memcpy);
+    if k.is_multiple_of(128) && (n * k).is_multiple_of(16384) {
+        header.push(format!(
+            "float and coded linears: {n}x{k} (N x K); anamnesis' dequantize_fp8, \
+             dequantize_nvfp4 (ModelOpt), dequantize_bnb4_double_quant, dequantize_bnb_int8 \
+             return a new Vec per call; both write [N, K]. Not compared: compressed-tensors \
+             NVFP4 (anamnesis multiplies by the global scale compressed-tensors divides by), \
+             MLX and MXFP4 (anamnesis reads neither), bitsandbytes FP4 (anamnesis writes \
+             -0.0 for code 8 on purpose, bitsandbytes +0.0)"
+        ));
+        if let Ok(rows) = &mut result {
+            match families::rows(&setup, &dir, memcpy) {
+                Ok(more) => rows.extend(more),
+                Err(e) => result = Err(e),
+            }
+        }
+    } else {
+        header.push(
+            "float and coded linears: left out (K a multiple of 128 and N·K of 16384)".into(),
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
