@@ -8,6 +8,9 @@
 #   bash benches/peers/run.sh --gguf [--json] [--min-time S]
 # NumPy's unpack-and-dequantize of GPTQ/AWQ 4-bit linears (checkpoints_numpy.py):
 #   bash benches/peers/run.sh --checkpoints [--k K] [--n N] [--group G] [--json]
+# gguf-py 0.19.0's NumPy `gguf.quants.dequantize` beside `dq model` (ggufpy.py; gguf 0.19.0
+# and numpy 2.4.6, the fixtures' pins, in their own venv):
+#   bash benches/peers/run.sh --ggufpy [--types IQ2_XXS,Q4_K] [--elements N] [--threads T] [--json]
 # anamnesis 0.7.10 (its own crate, benches/peers/anamnesis; `amn` installed under build/):
 #   bash benches/peers/run.sh --anamnesis [--json] [--min-time S] [dq-peer-anamnesis --help]
 set -euo pipefail
@@ -102,6 +105,23 @@ if [ "${1:-}" = "--anamnesis" ]; then
     DQ_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/dq"
     PEER_BIN="${CARGO_TARGET_DIR:-$HERE/anamnesis/target}/release/dq-peer-anamnesis"
     exec "$PEER_BIN" --amn "$AMN_ROOT/bin/amn" --dq "$DQ_BIN" "$@"
+fi
+
+# `--ggufpy`: gguf-py beside dq on the same blocks (its own venv: gguf 0.19.0 pins numpy).
+if [ "${1:-}" = "--ggufpy" ]; then
+    shift
+    GVENV="$HERE/.venv-ggufpy"
+    if [ ! -x "$GVENV/bin/python" ]; then
+        log "creating virtualenv $GVENV (gguf==0.19.0 numpy==2.4.6)"
+        "$PY" -m venv "$GVENV"
+        "$GVENV/bin/pip" install --quiet --disable-pip-version-check gguf==0.19.0 numpy==2.4.6
+    fi
+    if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+        export CARGO_TARGET_DIR="$(realpath -m "$CARGO_TARGET_DIR")"
+    fi
+    log "building dq (release)"
+    (cd "$ROOT" && cargo build --release -p dq >&2)
+    exec "$GVENV/bin/python" "$HERE/ggufpy.py" --dq "${CARGO_TARGET_DIR:-$ROOT/target}/release/dq" "$@"
 fi
 
 setup_venv

@@ -173,19 +173,17 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
             let summary = String::from_utf8(jo.stdout).unwrap();
             assert!(
                 summary.contains("backend jit, ")
-                    && summary.contains("JIT kernels 14 compiled / 42 reused"),
+                    && summary.contains("JIT kernels 15 compiled / 42 reused"),
                 "{summary}"
             );
         }
         let err = stderr(&o);
-        for skipped in [
-            "q1_0.unsupported: unsupported GGUF type Q1_0",
-            "tq1_0.unsupported",
-        ] {
-            assert!(err.contains(skipped), "{err}");
-        }
+        assert!(
+            err.contains("tq1_0.unsupported: unsupported GGUF type TQ1_0"),
+            "{err}"
+        );
         let summary = String::from_utf8(o.stdout).unwrap();
-        assert!(summary.contains("56 tensors (2 skipped)"), "{summary}");
+        assert!(summary.contains("57 tensors (1 skipped)"), "{summary}");
     }
     // Default dtype f32; a version-2 file without unsupported tensors needs no flag.
     let v2 = fixtures().join("gguf/quantized_v2.gguf");
@@ -195,12 +193,18 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
     check_gguf(&bytes, "quantized_v2", "bf16");
 }
 
-/// The table-indexed and newer block types (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4):
-/// `dq convert` on each backend and `dq model --verify`, bit-exact with their
-/// reference at each dtype.
+/// The table-indexed and newer block types (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4,
+/// the IQ2 types; the IQ3 and IQ1 types, Q8_1 and Q1_0): `dq convert` on each
+/// backend and `dq model --verify`, bit-exact with their reference at each dtype.
 #[test]
 fn gguf_convert_table_types_bit_exact() {
-    let tables = fixtures().join("gguf/tables.gguf");
+    for stem in ["tables", "low_bit"] {
+        convert_table_fixture(stem);
+    }
+}
+
+fn convert_table_fixture(stem: &str) {
+    let tables = fixtures().join(format!("gguf/{stem}.gguf"));
     let mut backends = vec!["auto", "generated", "reference"];
     if cfg!(feature = "jit") {
         backends.push("jit");
@@ -208,7 +212,7 @@ fn gguf_convert_table_types_bit_exact() {
     for dtype in ["f32", "f16", "bf16"] {
         for backend in &backends {
             let (bytes, _) = convert_ok(&tables, &["--dtype", dtype, "--backend", backend]);
-            check_gguf(&bytes, "tables", dtype);
+            check_gguf(&bytes, stem, dtype);
         }
     }
     let verify = backends[1..].join(",");
@@ -238,7 +242,7 @@ fn failures_leave_no_output() {
     convert_fails(
         &blocks,
         &[],
-        &["q1_0.unsupported", "Q1_0", "--skip-unsupported"],
+        &["tq1_0.unsupported", "TQ1_0", "--skip-unsupported"],
     );
     // The JIT runs every supported block type; an unsupported one still fails
     // before anything is compiled or written.
@@ -246,7 +250,7 @@ fn failures_leave_no_output() {
         convert_fails(
             &blocks,
             &["--backend", "jit"],
-            &["q1_0.unsupported", "Q1_0", "--skip-unsupported"],
+            &["tq1_0.unsupported", "TQ1_0", "--skip-unsupported"],
         );
     }
     convert_fails(&blocks, &["--threads", "0"], &["--threads"]);
@@ -604,8 +608,8 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
     let o = dq(&["model", s(&blocks), "--backend", backends, "--verify"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("56 tensors to dequantize"), "{text}");
-    assert!(text.contains("q1_0.unsupported (Q1_0)"), "{text}");
+    assert!(text.contains("57 tensors to dequantize"), "{text}");
+    assert!(text.contains("tq1_0.unsupported (TQ1_0)"), "{text}");
     assert!(text.contains("verified: every tensor"), "{text}");
     let row = |b: &str| {
         let line = text
@@ -673,7 +677,7 @@ fn library_dequantize_is_exact_for_any_thread_count() {
             assert_eq!(got, expected_bytes(&bits, "bf16"), "{name} jit bf16");
         }
     }
-    let t = file.tensor("q1_0.unsupported").unwrap();
+    let t = file.tensor("tq1_0.unsupported").unwrap();
     let err = file.dequantize(t, &mut [0f32; 0][..], &opts(Backend::Auto, 1));
     assert!(
         matches!(err, Err(GgufError::UnsupportedType { .. })),

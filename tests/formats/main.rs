@@ -14,6 +14,7 @@ mod gguf_blocks;
 mod gguf_jit;
 mod gguf_split;
 mod gguf_streamed;
+mod gguf_grids;
 mod gguf_tables;
 mod hf_auto;
 mod hf_checkpoints;

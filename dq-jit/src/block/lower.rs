@@ -307,6 +307,14 @@ impl Emit<'_> {
                 // A subtraction is not commuted: the hardware's first-NaN rule
                 // holds as it does in the generated driver (a plain `-`).
                 BlockNode::Sub(a, b) => self.b.ins().fsub(v[usize::from(a)], v[usize::from(b)]),
+                BlockNode::FlipSign(a, b) => {
+                    let x = self.b.ins().bitcast(types::I32X4, lanes(), v[usize::from(a)]);
+                    let z = self.b.ins().bitcast(types::I32X4, lanes(), v[usize::from(b)]);
+                    let sign = self.splat_c(types::I32X4, 0x8000_0000);
+                    let z = self.b.ins().band(z, sign);
+                    let y = self.b.ins().bxor(x, z);
+                    self.b.ins().bitcast(types::F32X4, lanes(), y)
+                }
             };
             v.push(y);
         }

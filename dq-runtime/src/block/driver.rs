@@ -132,8 +132,8 @@ fn fused_run<D: Block>(
     let vals = &mut vals[..out.len()];
     for (l, y) in vals.iter_mut().enumerate() {
         let mut q = d.offset;
-        if d.grid.is_some() {
-            let v = i32::from(row[l]);
+        if let Some(g) = d.grid {
+            let v = i32::from(row[l]) << g.at;
             q += if (mask >> l) & 1 != 0 { -v } else { v };
         }
         for (k, f) in d.fields.iter().enumerate() {
@@ -156,22 +156,27 @@ fn fused_run<D: Block>(
     }
 }
 
-/// Run `r`'s row of the declaration's grid (its lanes; empty without a grid) and
-/// its sign mask (bit `l` set: lane `l` negated).
+/// Run `r`'s lanes of the declaration's grid (its rows side by side; zeros
+/// without a grid) and its sign mask (bit `l` set: lane `l` negated).
 #[inline(always)]
-fn grid_row(d: &BlockDecl, block: &[u8], r: usize) -> (&'static [i8], u32) {
+fn grid_row(d: &BlockDecl, block: &[u8], r: usize) -> ([i8; 8], u32) {
+    let mut row = [0i8; 8];
     let Some(g) = d.grid else {
-        return (&[], 0);
+        return (row, 0);
     };
-    let inner = d.inner();
-    let idx = run_bits(d, g.index, block, r);
+    let lanes = g.table.lanes;
+    for (k, index) in g.index.iter().enumerate() {
+        let idx = run_bits(d, index, block, r);
+        // `BlockDecl::check`: a row per index pattern, `lanes * rows` = the run
+        // (at most 8: a sign mask is one byte).
+        row[k * lanes..][..lanes].copy_from_slice(&g.table.values[idx * lanes..][..lanes]);
+    }
     let signs = run_bits(d, g.signs, block, r);
-    // `BlockDecl::check`: a row per index pattern, a mask per sign pattern.
     let mask = match g.sign_table {
         Some(t) => u32::from(t.values[signs] as u8),
         None => signs as u32,
     };
-    (&g.table.values[idx * inner..][..inner], mask)
+    (row, mask)
 }
 
 /// The run-constant fields `fields` of run `r`, assembled (see
@@ -310,6 +315,10 @@ fn value<D: Block>(q: i32, p: &[f32; MAX_PARAMS]) -> f32 {
                 if both { first_nan(x, x + z) } else { x + z }
             }
             BlockNode::Sub(a, b) => v[a as usize] - v[b as usize],
+            BlockNode::FlipSign(a, b) => {
+                let sign = v[b as usize].to_bits() & 0x8000_0000;
+                f32::from_bits(v[a as usize].to_bits() ^ sign)
+            }
         };
     }
     v[nodes.len() - 1]

@@ -118,7 +118,7 @@ pub const NVFP4: BlockDecl = BlockDecl {
 
 /// A run-constant field (see [`Grid`]): `bits` bits from bit `shift` of byte
 /// `byte`, plus the strides of the outer digits.
-const fn run_field(
+pub(super) const fn run_field(
     byte: usize,
     byte_stride: &'static [usize],
     shift_stride: &'static [u8],
@@ -157,14 +157,15 @@ pub const IQ2_XXS: BlockDecl = BlockDecl {
     formula: D_TIMES_Q,
     grid: Some(Grid {
         table: &IQ2XXS_GRID,
-        index: &[run_field(2, &[8, 1, 0], &[0, 0, 0], 8)],
+        index: &[&[run_field(2, &[8, 1, 0], &[0, 0, 0], 8)]],
         signs: &[run_field(6, &[8, 0, 0], &[0, 7, 0], 7)],
         sign_table: Some(&KSIGNS_IQ2XS),
+        at: 0,
     }),
 };
 
 /// `db = d * (0.5 + s) * 0.25` for the scale `s` of node 1 (IQ2's `db`).
-const fn iq2_db(s: P) -> [P; 8] {
+pub(super) const fn iq2_db(s: P) -> [P; 8] {
     [
         P::F16(0),
         s,
@@ -199,12 +200,13 @@ pub const IQ2_XS: BlockDecl = BlockDecl {
     formula: D_TIMES_Q,
     grid: Some(Grid {
         table: &IQ2XS_GRID,
-        index: &[run_field(2, &[4, 2, 0], &[0, 0, 0], 9)],
+        index: &[&[run_field(2, &[4, 2, 0], &[0, 0, 0], 9)]],
         signs: &[Field {
             shift: 1,
             ..run_field(3, &[4, 2, 0], &[0, 0, 0], 7)
         }],
         sign_table: Some(&KSIGNS_IQ2XS),
+        at: 0,
     }),
 };
 
@@ -230,14 +232,15 @@ pub const IQ2_S: BlockDecl = BlockDecl {
     formula: D_TIMES_Q,
     grid: Some(Grid {
         table: &IQ2S_GRID,
-        index: &[
+        index: &[&[
             run_field(2, &[4, 2, 1, 0], &[0, 0, 0, 0], 8),
             Field {
                 at: 8,
                 ..run_field(66, &[1, 0, 0, 0], &[0, 4, 2, 0], 2)
             },
-        ],
+        ]],
         signs: &[run_field(34, &[4, 2, 1, 0], &[0, 0, 0, 0], 8)],
         sign_table: None,
+        at: 0,
     }),
 };
