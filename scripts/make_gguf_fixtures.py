@@ -13,7 +13,8 @@ Outputs (every GGUF written by gguf.GGUFWriter):
 - blocks.gguf (v3): tensors of random block bytes for every type dq decodes, with
   f16 `d`/`dmin`/`m` (MXFP4: the e8m0 byte) drawn from special values (zero, -0,
   subnormal, negative, inf, NaN) and random finite ones; rank 1-3, one-block rows,
-  odd row counts; plus tensors of unsupported types (Q1_0, TQ1_0) of random bytes.
+  odd row counts; plus random bytes of Q1_0 and TQ1_0 (named `*.unsupported` from when
+  dq did not decode them; their expected outputs are written as the other types').
 - quantized_v2.gguf: tensors quantized from float data by gguf.quants.quantize for
   every type gguf-py 0.19.0 can quantize (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, MXFP4; it has no quantizer for the K-quants, which blocks.gguf covers with
@@ -29,7 +30,7 @@ Outputs (every GGUF written by gguf.GGUFWriter):
   Q8_K's expected output is ggml's `dequantize_row_q8_K` (`d * qs`, one f32
   product) written in NumPy: gguf-py 0.19.0 has no Q8_K decoder.
 - low_bit.gguf (v3, its own seed): the same four tensors for IQ3_XXS, IQ3_S, IQ1_S,
-  IQ1_M, Q8_1 and Q1_0 (f16 scales over the specials; IQ1_M's is the top nibbles of
+  IQ1_M, Q8_1, Q1_0 and TQ1_0 (f16 scales over the specials; IQ1_M's is the top nibbles of
   its four scale words). Q8_1 is ggml's 36-byte `block_q8_1` (gguf-py's size table
   says 40; patched below); ggml has no Q8_1 decoder, its values are Q8_0's, so the
   expected output is gguf-py's Q8_0 of the block without its unused `s`. Q1_0's is
@@ -142,8 +143,8 @@ def float_tensor(qtype: T, shape: tuple[int, ...], specials: bool) -> np.ndarray
 
 SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
              T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4]
-# Random bytes of types dq does not decode, two blocks a row, cut from draws of the
-# sizes that IQ4_NL and TQ2_0 tensors took here before dq decoded them (3 x 36 and
+# Random bytes of Q1_0 and TQ1_0 (types dq did not decode when they were added), two
+# blocks a row, cut from draws of the sizes that IQ4_NL and TQ2_0 tensors took here before dq decoded them (3 x 36 and
 # 3 x 132 bytes), so that the RNG stream and every later byte stay as they were.
 UNSUPPORTED = [(T.Q1_0, 36), (T.TQ1_0, 132)]
 # The types of tables.gguf, and the byte offsets of their scale fields.
@@ -152,7 +153,7 @@ TABLE_TYPES = {T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ2_0: [64], T.Q8_K: [0], T.NVFP4
 # The types of low_bit.gguf, and the byte offsets of their f16 scale (IQ1_M: the
 # four bytes whose top nibbles make it).
 LOW_BIT_TYPES = {T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0], T.IQ1_M: [49, 51, 53, 55],
-                 T.Q8_1: [0], T.Q1_0: [0]}
+                 T.Q8_1: [0], T.Q1_0: [0], T.TQ1_0: [52]}
 DECODED = SUPPORTED + list(TABLE_TYPES) + list(LOW_BIT_TYPES)
 # NVFP4's unsigned e4m3 scale bytes: 0 and 0x7F decode to 0, the top bit is ignored.
 UE4M3_SPECIALS = [0x00, 0x7F, 0x80, 0xFF, 0x01, 0x07, 0x08, 0x38, 0x7E, 0xF8]
@@ -248,7 +249,7 @@ def tables_file() -> None:
 
 
 def low_bit_file() -> None:
-    """low_bit.gguf: random blocks of IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1 and Q1_0."""
+    """low_bit.gguf: random blocks of IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1, Q1_0, TQ1_0."""
     rng = np.random.default_rng(41)
     w = gguf.GGUFWriter(OUT / "low_bit.gguf", "dq-fixture")
     w.add_name("dq random blocks of low-bit types")

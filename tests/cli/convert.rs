@@ -173,17 +173,15 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
             let summary = String::from_utf8(jo.stdout).unwrap();
             assert!(
                 summary.contains("backend jit, ")
-                    && summary.contains("JIT kernels 15 compiled / 42 reused"),
+                    && summary.contains("JIT kernels 16 compiled / 42 reused"),
                 "{summary}"
             );
         }
-        let err = stderr(&o);
-        assert!(
-            err.contains("tq1_0.unsupported: unsupported GGUF type TQ1_0"),
-            "{err}"
-        );
+        // Every tensor of blocks.gguf is of a supported type now (its
+        // `*.unsupported` tensors kept their names): nothing is skipped.
         let summary = String::from_utf8(o.stdout).unwrap();
-        assert!(summary.contains("57 tensors (1 skipped)"), "{summary}");
+        assert!(summary.contains("58 tensors"), "{summary}");
+        assert!(!summary.contains("skipped"), "{summary}");
     }
     // Default dtype f32; a version-2 file without unsupported tensors needs no flag.
     let v2 = fixtures().join("gguf/quantized_v2.gguf");
@@ -235,22 +233,38 @@ fn thread_counts_write_identical_files() {
     }
 }
 
+/// A GGUF in `dir` with a Q8_0 tensor and an I8 one (a type dq does not decode).
+fn with_unsupported(dir: &Path) -> PathBuf {
+    use crate::files::{Q8_0, Tensor, gguf};
+    let mut q8 = vec![0x00, 0x3C];
+    q8.extend(0..32u8);
+    let tensors = [
+        Tensor::new("q", &[32], Q8_0, q8),
+        Tensor::new("i8.unsupported", &[8], 24, vec![1; 8]),
+    ];
+    let path = dir.join("unsupported.gguf");
+    fs::write(&path, gguf(&[], &tensors)).unwrap();
+    path
+}
+
 #[test]
 fn failures_leave_no_output() {
     let blocks = fixtures().join("gguf/blocks.gguf");
+    let tmp = tempfile::tempdir().unwrap();
+    let unsupported = with_unsupported(tmp.path());
     // An unsupported type without --skip-unsupported names the tensor and type.
     convert_fails(
-        &blocks,
+        &unsupported,
         &[],
-        &["tq1_0.unsupported", "TQ1_0", "--skip-unsupported"],
+        &["i8.unsupported", "I8", "--skip-unsupported"],
     );
     // The JIT runs every supported block type; an unsupported one still fails
     // before anything is compiled or written.
     if cfg!(feature = "jit") {
         convert_fails(
-            &blocks,
+            &unsupported,
             &["--backend", "jit"],
-            &["tq1_0.unsupported", "TQ1_0", "--skip-unsupported"],
+            &["i8.unsupported", "I8", "--skip-unsupported"],
         );
     }
     convert_fails(&blocks, &["--threads", "0"], &["--threads"]);
@@ -608,8 +622,7 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
     let o = dq(&["model", s(&blocks), "--backend", backends, "--verify"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("57 tensors to dequantize"), "{text}");
-    assert!(text.contains("tq1_0.unsupported (TQ1_0)"), "{text}");
+    assert!(text.contains("58 tensors to dequantize"), "{text}");
     assert!(text.contains("verified: every tensor"), "{text}");
     let row = |b: &str| {
         let line = text
@@ -621,9 +634,9 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
             .collect::<Vec<_>>()[..3]
             .to_vec()
     };
-    assert_eq!(row("generated"), ["generated", "56/56", "0"]);
+    assert_eq!(row("generated"), ["generated", "58/58", "0"]);
     if cfg!(feature = "jit") {
-        assert_eq!(row("jit"), ["jit", "56/56", "0"]);
+        assert_eq!(row("jit"), ["jit", "58/58", "0"]);
     }
 
     // The synthetic preset flags do not apply to a file.
@@ -677,8 +690,10 @@ fn library_dequantize_is_exact_for_any_thread_count() {
             assert_eq!(got, expected_bytes(&bits, "bf16"), "{name} jit bf16");
         }
     }
-    let t = file.tensor("tq1_0.unsupported").unwrap();
-    let err = file.dequantize(t, &mut [0f32; 0][..], &opts(Backend::Auto, 1));
+    let tmp = tempfile::tempdir().unwrap();
+    let unsupported = Gguf::open(with_unsupported(tmp.path())).unwrap();
+    let t = unsupported.tensor("i8.unsupported").unwrap();
+    let err = unsupported.dequantize(t, &mut [0f32; 8][..], &opts(Backend::Auto, 1));
     assert!(
         matches!(err, Err(GgufError::UnsupportedType { .. })),
         "{err:?}"

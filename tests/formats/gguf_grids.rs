@@ -83,7 +83,11 @@ fn check_generated<const C: usize, const N: usize>() {
     gguf::kernel(d.name).unwrap().run(&bytes, &mut got).unwrap();
     assert_eq!(got[1].to_bits(), want[1].to_bits(), "{name} unchanged");
     Declared::<Mutant<C, N>>::decode(&bytes, &mut got);
-    assert_ne!(got[1].to_bits(), want[1].to_bits(), "{name}: row {row} lane 1");
+    assert_ne!(
+        got[1].to_bits(),
+        want[1].to_bits(),
+        "{name}: row {row} lane 1"
+    );
     assert_eq!(got[0].to_bits(), want[0].to_bits(), "{name}: lane 0");
 }
 
@@ -126,7 +130,11 @@ fn a_wrong_grid_entry_fails_on_the_jit() {
         let jit = dq_jit::block::compile_uncached(gk).unwrap();
         let mut got = vec![0f32; want.len()];
         jit.run(&bytes, &mut got).unwrap();
-        assert_ne!(got[1].to_bits(), want[1].to_bits(), "{name}: row {row} lane 1");
+        assert_ne!(
+            got[1].to_bits(),
+            want[1].to_bits(),
+            "{name}: row {row} lane 1"
+        );
         assert_eq!(got[0].to_bits(), want[0].to_bits(), "{name}: lane 0");
     }
 }

@@ -245,9 +245,17 @@ fn one_compile_per_type_then_reuse() {
         err.to_string().contains("not whole 210-byte blocks"),
         "{err}"
     );
-    // Unsupported types stay a clear error, before any compile.
-    let u = file.tensor("tq1_0.unsupported").unwrap();
-    let err = file.dequantize(u, &mut vec![0f32; u.element_count() as usize], &opts);
+    // Unsupported types stay a clear error, before any compile: metadata.gguf's
+    // Q8_0 tensor retyped as I8 (every GGUF block type is decoded now).
+    let mut b = std::fs::read(fixtures().join("metadata.gguf")).unwrap();
+    let name = b"small.q8_0";
+    let at = b.windows(name.len()).position(|w| w == name).unwrap() + name.len();
+    let dims = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let ty = at + 4 + 8 * dims;
+    b[ty..ty + 4].copy_from_slice(&24u32.to_le_bytes()); // I8
+    let forged = Gguf::from_bytes(&b[..]).unwrap();
+    let u = forged.tensor("small.q8_0").unwrap();
+    let err = forged.dequantize(u, &mut vec![0f32; u.element_count() as usize], &opts);
     assert!(
         matches!(err, Err(GgufError::UnsupportedType { .. })),
         "{err:?}"

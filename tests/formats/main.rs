@@ -10,11 +10,11 @@ mod alloc;
 mod gguf;
 mod gguf_auto;
 mod gguf_blocks;
+mod gguf_grids;
 #[cfg(feature = "jit")]
 mod gguf_jit;
 mod gguf_split;
 mod gguf_streamed;
-mod gguf_grids;
 mod gguf_tables;
 mod hf_auto;
 mod hf_checkpoints;

@@ -35,6 +35,12 @@ pub struct BlockDecl {
     pub formula: BlockFormula,
     /// A codebook row per run, added to the integer (the IQ1, IQ2 and IQ3 types).
     pub grid: Option<Grid>,
+    /// Further parts of the block, for a layout no one set of digits describes
+    /// (TQ1_0's three sections): each part's elements follow this declaration's own
+    /// (`own_elems`) and the earlier parts', laid out by the part's own digits,
+    /// fields, groups and parameters over the same block bytes. At most
+    /// [`MAX_PARTS`]; a part has no parts.
+    pub then: &'static [&'static BlockDecl],
 }
 
 /// A codebook lookup per run of inner elements: the run's rows of `table` side by
@@ -78,6 +84,11 @@ pub struct Field {
     pub bits: u8,
     /// The field is a two's-complement signed value.
     pub signed: bool,
+    /// The field's 8 bits hold base-3 digits as ggml's TQ1_0 packs them: the shift
+    /// (`shift + sum(d * shift_stride)`, at most 4) is the digit's place `p`, not a
+    /// bit shift, and the value is `((b * 3^p) mod 256 * 3) >> 8` (gguf-py's
+    /// `(qs * [1, 3, 9, 27, 81]).astype(np.uint16) * 3 >> 8`).
+    pub base3: bool,
     /// The field's bits index this table (MXFP4's doubled e2m1 values, IQ4's
     /// non-linear levels): the element's integer is the entry, not the bits.
     pub table: Option<&'static Table>,
@@ -218,6 +229,17 @@ impl BlockDecl {
         self.digits[self.digits.len() - 1]
     }
 
+    /// The elements its own digits lay out (all of them, unless it has parts).
+    pub const fn own_elems(&self) -> usize {
+        let mut n = 1;
+        let mut k = 0;
+        while k < self.digits.len() {
+            n *= self.digits[k];
+            k += 1;
+        }
+        n
+    }
+
     /// Checks the declaration's own consistency: digits multiply to `block_elems`,
     /// strides have one entry per digit, every field and parameter byte lies in the
     /// block, every field stays inside its byte, groups are in range, operands refer
@@ -235,8 +257,16 @@ impl BlockDecl {
             max_group += (self.digits[k] - 1) * self.group[k];
             k += 1;
         }
+        if let Err(e) = check_parts(self) {
+            return Err(e);
+        }
+        let mut p = 0;
+        while p < self.then.len() {
+            elems += self.then[p].block_elems;
+            p += 1;
+        }
         if elems != self.block_elems || elems == 0 {
-            return Err("digits do not multiply to block_elems");
+            return Err("digits (and parts) do not make block_elems");
         }
         if max_group >= self.groups || self.groups > MAX_GROUPS {
             return Err("group out of range");
@@ -306,6 +336,26 @@ impl Grid {
     }
 }
 
+/// A declaration's parts: at most [`MAX_PARTS`], each valid on its own, of the same
+/// block bytes, without parts of its own.
+const fn check_parts(d: &BlockDecl) -> Result<(), &'static str> {
+    if d.then.len() > MAX_PARTS {
+        return Err("too many parts");
+    }
+    let mut p = 0;
+    while p < d.then.len() {
+        let part = d.then[p];
+        if part.block_bytes != d.block_bytes || !part.then.is_empty() {
+            return Err("a part: the same block bytes, no parts of its own");
+        }
+        if let Err(e) = part.check() {
+            return Err(e);
+        }
+        p += 1;
+    }
+    Ok(())
+}
+
 /// Checks run-constant fields (innermost strides 0, at most 16 bits from the
 /// field's byte, inside the block, landing side by side from bit 0) and returns
 /// how many bits they assemble.
@@ -322,7 +372,11 @@ const fn run_fields(
         if x.byte_stride.len() != n || x.shift_stride.len() != n {
             return Err("field strides: one per digit");
         }
-        if x.byte_stride[n - 1] != 0 || x.shift_stride[n - 1] != 0 || x.table.is_some() || x.signed
+        if x.byte_stride[n - 1] != 0
+            || x.shift_stride[n - 1] != 0
+            || x.table.is_some()
+            || x.signed
+            || x.base3
         {
             return Err("grid field: plain and constant over a run");
         }
@@ -349,6 +403,8 @@ const fn run_fields(
     Ok(total)
 }
 
+/// Most further parts a declaration may have ([`BlockDecl::then`]).
+pub const MAX_PARTS: usize = 2;
 /// Most elements per block a declaration may have.
 pub const MAX_ELEMS: usize = 256;
 /// Most groups per block.
@@ -363,6 +419,9 @@ impl Field {
     /// [`Field`]), for a declaration of radices `digits`: its bits are read from
     /// a 32-bit window.
     pub const fn wide(&self, digits: &[usize]) -> bool {
+        if self.base3 {
+            return false;
+        }
         let mut shift = self.shift as usize;
         let mut k = 0;
         while k < digits.len() && k < self.shift_stride.len() {
@@ -394,6 +453,13 @@ impl Field {
         }
         if byte >= block_bytes || shift + self.bits as usize > 32 {
             return Err("field outside the block or its 32 bits");
+        }
+        if self.base3 {
+            return if self.bits == 8 && !self.signed && self.table.is_none() && shift <= 4 {
+                Ok(())
+            } else {
+                Err("base-3 field: a plain byte, digit places 0..=4")
+            };
         }
         if shift + self.bits as usize > 8 {
             // Past the first byte: whole bytes of the window inside the block, and

@@ -60,7 +60,7 @@ pub(crate) fn decode<D: Block, const FORM: usize>(bytes: &[u8], out: &mut [f32])
     let nt = form::streams(FORM) && stream_ok(d, out);
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        fused_block::<D>(block, out, FORM % 2 == form::OPAQUE, nt);
+        fused_parts::<D>(block, out, FORM % 2 == form::OPAQUE, nt);
     }
     if nt {
         crate::arch::stream_fence();
@@ -77,13 +77,41 @@ fn stream_ok(d: &BlockDecl, out: &[f32]) -> bool {
         && crate::policy::store_for(size_of_val(out)) != crate::policy::StoreStrategy::Plain
 }
 
+/// Part `K` of `D`'s declaration ([`BlockDecl::then`]): `D`'s own for 0 (and past
+/// its last part, where it is not run).
+struct Part<D, const K: usize>(core::marker::PhantomData<D>);
+
+impl<D: Block, const K: usize> Block for Part<D, K> {
+    const DECL: BlockDecl = if K == 0 || K > D::DECL.then.len() {
+        D::DECL
+    } else {
+        *D::DECL.then[K - 1]
+    };
+}
+
+/// A block of `D`: its own elements, then each part's (`BlockDecl::check`: at most
+/// [`MAX_PARTS`](super::decl::MAX_PARTS), their elements adding up to the block's).
+#[inline(always)]
+fn fused_parts<D: Block>(block: &[u8], out: &mut [f32], opaque: bool, nt: bool) {
+    const { assert!(D::DECL.then.len() <= 2, "at most two parts") };
+    let (own, rest) = out.split_at_mut(D::DECL.own_elems());
+    fused_block::<D>(block, own, opaque, nt);
+    if !D::DECL.then.is_empty() {
+        let (one, two) = rest.split_at_mut(Part::<D, 1>::DECL.block_elems);
+        fused_block::<Part<D, 1>>(block, one, opaque, nt);
+        if D::DECL.then.len() > 1 {
+            fused_block::<Part<D, 2>>(block, two, opaque, nt);
+        }
+    }
+}
+
 #[inline(always)]
 fn fused_block<D: Block>(block: &[u8], out: &mut [f32], opaque: bool, nt: bool) {
     let d = &D::DECL;
     let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
     params::eval(d, block, &mut p);
     let inner = d.inner();
-    for r in 0..d.block_elems / inner {
+    for r in 0..d.own_elems() / inner {
         // Opaque run index, or not: measured on AMD EPYC (Zen 4) AVX-512, in
         // cache, opaque runs kept Q4_0, Q5_0 and Q2_K 3-6x faster, open ones Q4_1,
         // Q5_1 and MXFP4 1.2-1.5x faster.
@@ -138,12 +166,20 @@ fn fused_run<D: Block>(
         }
         for (k, f) in d.fields.iter().enumerate() {
             let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
+            let s = shift[k] + l * ss;
             let v = if f.wide(d.digits) {
-                (wide[k] >> (shift[k] + l * ss)) as i32
-            } else if copy && bs == 1 {
-                i32::from(run[k][l]) >> (shift[k] + l * ss)
+                (wide[k] >> s) as i32
             } else {
-                i32::from(block[base[k] + l * bs]) >> (shift[k] + l * ss)
+                let b = if copy && bs == 1 {
+                    run[k][l]
+                } else {
+                    block[base[k] + l * bs]
+                };
+                if f.base3 {
+                    trit(b, s)
+                } else {
+                    i32::from(b) >> s
+                }
             };
             q += field_value(f, v & ((1 << f.bits) - 1)) << f.at;
         }
@@ -209,6 +245,14 @@ fn stream_run(out: &mut [f32], vals: &[f32]) {
     out.copy_from_slice(vals);
 }
 
+/// Base-3 digit `p` (at most 4, `BlockDecl::check`) of byte `b` as ggml packs
+/// TQ1_0: `((b * 3^p) mod 256 * 3) >> 8`.
+#[inline(always)]
+fn trit(b: u8, p: usize) -> i32 {
+    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    (i32::from(b.wrapping_mul(POW3[p % 5])) * 3) >> 8
+}
+
 /// A field's bits `v` as the integer they stand for (table entry, sign-extended,
 /// or as they are).
 #[inline(always)]
@@ -257,6 +301,11 @@ fn group<D: Block>(r: usize) -> usize {
 /// The little-endian 32 bits at `byte` of `block` (zeros past its end).
 #[inline(always)]
 fn window(block: &[u8], byte: usize) -> u32 {
+    // One 4-byte load where the bytes are all in the block (a grid's index and sign
+    // fields, run by run); the copy below was a variable-length copy.
+    if let Some(w) = block.get(byte..byte + 4) {
+        return u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+    }
     let mut w = [0u8; 4];
     let bytes = &block[byte..block.len().min(byte + 4)];
     w[..bytes.len()].copy_from_slice(bytes);

@@ -87,6 +87,7 @@ pub(crate) fn decode(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::IQ1_M => blocks(bytes, out, iq1_iq3::iq1_m),
         GgmlType::Q8_1 => blocks(bytes, out, iq1_iq3::q8_1),
         GgmlType::Q1_0 => blocks(bytes, out, iq1_iq3::q1_0),
+        GgmlType::TQ1_0 => blocks(bytes, out, iq1_iq3::tq1_0),
         // `dequantize` checked `is_supported`, which is false for every other type.
         _ => {}
     }
@@ -442,7 +443,7 @@ mod tests {
             Err(GgufError::Length { .. })
         ));
         assert!(matches!(
-            dequantize(GgmlType::TQ1_0, &[0; 54], &mut [0f32; 256]),
+            dequantize(GgmlType::I8, &[0; 4], &mut [0f32; 4]),
             Err(GgufError::UnsupportedType { .. })
         ));
         dequantize(GgmlType::Q4_0, &[0; 18], &mut out).unwrap();

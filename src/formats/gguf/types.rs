@@ -121,12 +121,7 @@ impl GgmlType {
             IQ3_XXS => row("IQ3_XXS", QK_K, 2 + QK_K / 4 + QK_K / 8, true),
             IQ1_S => row("IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16, true),
             IQ4_NL => row("IQ4_NL", 32, 2 + 16, true),
-            IQ3_S => row(
-                "IQ3_S",
-                QK_K,
-                2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4,
-                true,
-            ),
+            IQ3_S => row("IQ3_S", QK_K, 2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4, true),
             IQ2_S => row("IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, true),
             IQ4_XS => row("IQ4_XS", QK_K, 2 + 2 + QK_K / 2 + QK_K / 64, true),
             I8 => row("I8", 1, 1, false),
@@ -136,7 +131,7 @@ impl GgmlType {
             F64 => row("F64", 1, 8, false),
             IQ1_M => row("IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32, true),
             BF16 => row("BF16", 1, 2, true),
-            TQ1_0 => row("TQ1_0", QK_K, 2 + 4 * 13, false),
+            TQ1_0 => row("TQ1_0", QK_K, 2 + 4 * 13, true),
             TQ2_0 => row("TQ2_0", QK_K, 2 + 64, true),
             MXFP4 => row("MXFP4", 32, 1 + 16, true),
             NVFP4 => row("NVFP4", 64, 4 + 32, true),
@@ -218,7 +213,8 @@ mod tests {
             [
                 "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
                 "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",
-                "IQ3_S", "IQ2_S", "IQ4_XS", "IQ1_M", "BF16", "TQ2_0", "MXFP4", "NVFP4", "Q1_0"
+                "IQ3_S", "IQ2_S", "IQ4_XS", "IQ1_M", "BF16", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4",
+                "Q1_0"
             ]
         );
     }

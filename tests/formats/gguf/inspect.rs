@@ -48,9 +48,9 @@ fn inspect_prints_tensors_and_metadata() {
         .lines()
         .find(|l| l.starts_with("tq1_0.unsupported"))
         .unwrap();
-    assert!(line.ends_with(" no"), "{line}");
+    assert!(line.ends_with(" yes"), "{line}");
     assert!(
-        text.contains("57 of 58 tensors of supported types"),
+        text.contains("58 of 58 tensors of supported types"),
         "{text}"
     );
 }

@@ -50,6 +50,7 @@ pub const IQ3_XXS: BlockDecl = BlockDecl {
         sign_table: Some(&KSIGNS_IQ2XS),
         at: 0,
     }),
+    then: &[],
 };
 
 /// IQ3_XXS's `db`: IQ2's with a last factor of 0.5, the scale the top nibble of
@@ -130,6 +131,7 @@ pub const IQ3_S: BlockDecl = BlockDecl {
         sign_table: None,
         at: 0,
     }),
+    then: &[],
 };
 
 /// `dl * (q * 0.125)` (see the module doc): `Param(0)` is `dl`, `Param(1)` 0.125.
@@ -189,6 +191,7 @@ pub const IQ1_S: BlockDecl = BlockDecl {
         sign_table: None,
         at: 3,
     }),
+    then: &[],
 };
 
 /// `dl`'s nodes, then the constant 0.125.
@@ -271,6 +274,7 @@ pub const IQ1_M: BlockDecl = BlockDecl {
         sign_table: None,
         at: 3,
     }),
+    then: &[],
 };
 
 /// The top nibble of byte `at` (the same for every group).

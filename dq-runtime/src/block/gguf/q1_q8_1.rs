@@ -37,4 +37,5 @@ pub const Q1_0: BlockDecl = BlockDecl {
         nodes: &[N::Q, N::Float(0), N::Param(0), N::FlipSign(2, 1)],
     },
     grid: None,
+    then: &[],
 };

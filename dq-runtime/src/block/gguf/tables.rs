@@ -57,6 +57,7 @@ pub const IQ4_XS: BlockDecl = BlockDecl {
     outputs: &[6],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// TQ2_0: `d * ((qs & 3) - 1)`; element `128 a + 32 p + l` is crumb `p` of byte
@@ -74,6 +75,7 @@ pub const TQ2_0: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// Q8_K (ggml `dequantize_row_q8_K`: `y = x.d * x.qs[j]`, `d` an f32): 256 signed
@@ -94,6 +96,7 @@ pub const Q8_K: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// NVFP4: `d * kvalues[q]`, `d = ue4m3_to_fp32(d_bytes[s])` (halved); element
@@ -114,6 +117,7 @@ pub const NVFP4: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// A run-constant field (see [`Grid`]): `bits` bits from bit `shift` of byte
@@ -162,6 +166,7 @@ pub const IQ2_XXS: BlockDecl = BlockDecl {
         sign_table: Some(&KSIGNS_IQ2XS),
         at: 0,
     }),
+    then: &[],
 };
 
 /// `db = d * (0.5 + s) * 0.25` for the scale `s` of node 1 (IQ2's `db`).
@@ -208,6 +213,7 @@ pub const IQ2_XS: BlockDecl = BlockDecl {
         sign_table: Some(&KSIGNS_IQ2XS),
         at: 0,
     }),
+    then: &[],
 };
 
 /// IQ2_S: `db * grid * signs`, `db` as IQ2_XS's from the nibbles at 74; element
@@ -243,4 +249,5 @@ pub const IQ2_S: BlockDecl = BlockDecl {
         sign_table: None,
         at: 0,
     }),
+    then: &[],
 };

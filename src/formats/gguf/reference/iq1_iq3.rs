@@ -1,6 +1,6 @@
-//! Reference decoders of IQ3_XXS, IQ3_S, IQ1_S and IQ1_M from gguf-py 0.19.0's
-//! `quants.py` (its NumPy order: signs multiplied as ±1, IQ1's delta added to the
-//! grid value before the scale, as the declarations do not), and of Q8_1 and Q1_0
+//! Reference decoders of IQ3_XXS, IQ3_S, IQ1_S, IQ1_M and TQ1_0 from gguf-py
+//! 0.19.0's `quants.py` (its NumPy order: signs multiplied as ±1, IQ1's delta added
+//! to the grid value before the scale, as the declarations do not), and of Q8_1 and Q1_0
 //! from ggml's C (gguf-py decodes neither). The codebooks are ggml's, shared with
 //! the declarations (the committed gguf-py outputs check them).
 
@@ -154,5 +154,29 @@ pub(super) fn q1_0(b: &[u8; 18], y: &mut [f32; 128]) {
     for (j, y) in y.iter_mut().enumerate() {
         let bit = (b[2 + j / 8] >> (j % 8)) & 1;
         *y = if bit != 0 { d } else { neg_d };
+    }
+}
+
+/// TQ1_0 (48 bytes `qs`, 4 bytes `qh`, `d` f16 at 52):
+/// ```text
+/// qs0 = qs[..., :32].reshape((n_blocks, -1, 1, 32)) * np.array([1, 3, 9, 27, 81], dtype=np.uint8)
+/// qs1 = qs[..., 32:].reshape((n_blocks, -1, 1, 16)) * np.array([1, 3, 9, 27, 81], dtype=np.uint8)
+/// qh = qh.reshape((n_blocks, -1, 1, 4)) * np.array([1, 3, 9, 27], dtype=np.uint8)
+/// qs = np.concatenate([qs0, qs1, qh], axis=-1)
+/// qs = ((qs.astype(np.uint16) * 3) >> 8).astype(np.int8) - np.int8(1)
+/// return (d * qs.astype(np.float32))
+/// ```
+/// The `uint8` products wrap (mod 256).
+pub(super) fn tq1_0(b: &[u8; 54], y: &mut [f32; 256]) {
+    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    let d = f16_at(b, 52);
+    let digit = |byte: u8, p: usize| ((u16::from(byte.wrapping_mul(POW3[p])) * 3) >> 8) as i8 - 1;
+    // (first element, first byte, bytes, digit places) of each section.
+    for (first, at, n, places) in [(0, 0, 32, 5), (160, 32, 16, 5), (240, 48, 4, 4)] {
+        for p in 0..places {
+            for l in 0..n {
+                y[first + n * p + l] = d * f32::from(digit(b[at + l], p));
+            }
+        }
     }
 }
