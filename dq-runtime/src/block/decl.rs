@@ -43,9 +43,9 @@ pub struct BlockDecl {
     pub then: &'static [&'static BlockDecl],
 }
 
-/// A codebook lookup per run of inner elements: the run's rows of `table` side by
-/// side (row `k`'s index assembled from the fields `index[k]`; one row of 8 lanes
-/// for the IQ2 types, two of 4 for the IQ3 types), lane `l` for the run's element
+/// A codebook lookup per run of inner elements: the run's one or two rows of
+/// `table` side by side (row `k`'s index assembled from the fields `index[k]`; one
+/// row of 8 lanes for the IQ1 and IQ2 types, two of 4 for the IQ3 types), lane `l` for the run's element
 /// `l`, shifted left by `at`, negated where bit `l` of the run's sign mask is set.
 /// The mask is assembled from `signs` fields, then looked up in `sign_table` where
 /// there is one (ggml's `ksigns_iq2xs`). Index and sign fields are constant over a
@@ -307,8 +307,8 @@ impl Grid {
     const fn check(&self, digits: &[usize], block_bytes: usize) -> Result<(), &'static str> {
         let inner = digits[digits.len() - 1];
         let rows = self.index.len();
-        if rows == 0 || self.table.lanes * rows != inner || self.at > 4 {
-            return Err("grid: rows of a run side by side, one lane per run element");
+        if rows == 0 || rows > 2 || self.table.lanes * rows != inner || self.at > 4 {
+            return Err("grid: one or two rows a run, side by side, one lane per run element");
         }
         let mut k = 0;
         while k < rows {

@@ -155,14 +155,20 @@ fn fused_run<D: Block>(
             run[k][..out.len()].copy_from_slice(&block[base[k]..base[k] + out.len()]);
         }
     }
-    let (row, mask) = grid_row(d, block, r);
+    let (rows, mask) = grid_rows(d, block, r);
     let mut vals = [0f32; MAX_RUN];
     let vals = &mut vals[..out.len()];
     for (l, y) in vals.iter_mut().enumerate() {
         let mut q = d.offset;
         if let Some(g) = d.grid {
-            let v = i32::from(row[l]) << g.at;
-            q += if (mask >> l) & 1 != 0 { -v } else { v };
+            // Lanes read straight from the table (a sign-extending vector load per
+            // row), negated by `(v ^ m) - m` with `m` all ones where the mask bit is
+            // set: no scalar lane extraction or selects (in AVX2 code the earlier
+            // `[i8; 8]` copy of the row was taken apart lane by lane).
+            let lanes = g.table.lanes;
+            let v = i32::from(rows[l / lanes][l % lanes]) << g.at;
+            let m = -(((mask >> l) & 1) as i32);
+            q += (v ^ m) - m;
         }
         for (k, f) in d.fields.iter().enumerate() {
             let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
@@ -192,27 +198,27 @@ fn fused_run<D: Block>(
     }
 }
 
-/// Run `r`'s lanes of the declaration's grid (its rows side by side; zeros
-/// without a grid) and its sign mask (bit `l` set: lane `l` negated).
+/// Run `r`'s rows of the declaration's grid (`lanes` values each; empty without a
+/// grid; `BlockDecl::check`: at most 2 rows of a run of at most 8) and its sign mask
+/// (bit `l` set: lane `l` negated).
 #[inline(always)]
-fn grid_row(d: &BlockDecl, block: &[u8], r: usize) -> ([i8; 8], u32) {
-    let mut row = [0i8; 8];
+fn grid_rows(d: &BlockDecl, block: &[u8], r: usize) -> ([&'static [i8]; 2], u32) {
+    let mut rows: [&'static [i8]; 2] = [&[]; 2];
     let Some(g) = d.grid else {
-        return (row, 0);
+        return (rows, 0);
     };
     let lanes = g.table.lanes;
-    for (k, index) in g.index.iter().enumerate() {
+    for (k, index) in g.index.iter().enumerate().take(2) {
         let idx = run_bits(d, index, block, r);
-        // `BlockDecl::check`: a row per index pattern, `lanes * rows` = the run
-        // (at most 8: a sign mask is one byte).
-        row[k * lanes..][..lanes].copy_from_slice(&g.table.values[idx * lanes..][..lanes]);
+        // `BlockDecl::check`: a row per index pattern.
+        rows[k] = &g.table.values[idx * lanes..][..lanes];
     }
     let signs = run_bits(d, g.signs, block, r);
     let mask = match g.sign_table {
         Some(t) => u32::from(t.values[signs] as u8),
         None => signs as u32,
     };
-    (row, mask)
+    (rows, mask)
 }
 
 /// The run-constant fields `fields` of run `r`, assembled (see
