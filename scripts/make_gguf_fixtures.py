@@ -13,7 +13,8 @@ Outputs (every GGUF written by gguf.GGUFWriter):
 - blocks.gguf (v3): tensors of random block bytes for every type dq decodes, with
   f16 `d`/`dmin`/`m` (MXFP4: the e8m0 byte) drawn from special values (zero, -0,
   subnormal, negative, inf, NaN) and random finite ones; rank 1-3, one-block rows,
-  odd row counts; plus tensors of unsupported types (Q1_0, TQ1_0) of random bytes.
+  odd row counts; plus random bytes of Q1_0 and TQ1_0 (named `*.unsupported` from when
+  dq did not decode them; their expected outputs are written as the other types').
 - quantized_v2.gguf: tensors quantized from float data by gguf.quants.quantize for
   every type gguf-py 0.19.0 can quantize (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
   Q8_0, MXFP4; it has no quantizer for the K-quants, which blocks.gguf covers with
@@ -28,6 +29,12 @@ Outputs (every GGUF written by gguf.GGUFWriter):
   blocks.gguf, scales over the same specials (Q8_K: f32 ones; NVFP4: e4m3 bytes),
   Q8_K's expected output is ggml's `dequantize_row_q8_K` (`d * qs`, one f32
   product) written in NumPy: gguf-py 0.19.0 has no Q8_K decoder.
+- low_bit.gguf (v3, its own seed): the same four tensors for IQ3_XXS, IQ3_S, IQ1_S,
+  IQ1_M, Q8_1, Q1_0 and TQ1_0 (f16 scales over the specials; IQ1_M's is the top nibbles of
+  its four scale words). Q8_1 is ggml's 36-byte `block_q8_1` (gguf-py's size table
+  says 40; patched below); ggml has no Q8_1 decoder, its values are Q8_0's, so the
+  expected output is gguf-py's Q8_0 of the block without its unused `s`. Q1_0's is
+  ggml's C `dequantize_row_q1_0` (scripts/ggml_q1_0.c, compiled with `cc`).
 - <stem>/<tensor name>.bin beside each GGUF: the f32 output of
   gguf.quants.dequantize for each supported tensor, raw little-endian, computed from
   the tensor bytes as gguf.GGUFReader reads them back from the written file.
@@ -35,8 +42,11 @@ Outputs (every GGUF written by gguf.GGUFWriter):
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import subprocess
 import sys
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -47,6 +57,9 @@ from gguf import GGMLQuantizationType as T
 from gguf.constants import GGML_QUANT_SIZES
 
 assert version("gguf") == "0.19.0", f"needs gguf 0.19.0, found {version('gguf')}"
+# gguf-py 0.19.0's table has Q8_1 as two f32 and 32 bytes (40); ggml-common.h's
+# `block_q8_1` is two f16 and 32 bytes, the size ggml writes and reads.
+GGML_QUANT_SIZES[T.Q8_1] = (32, 36)
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gguf"
 RNG = np.random.default_rng(19)
 
@@ -130,14 +143,18 @@ def float_tensor(qtype: T, shape: tuple[int, ...], specials: bool) -> np.ndarray
 
 SUPPORTED = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
              T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4]
-# Random bytes of types dq does not decode, two blocks a row, cut from draws of the
-# sizes that IQ4_NL and TQ2_0 tensors took here before dq decoded them (3 x 36 and
+# Random bytes of Q1_0 and TQ1_0 (types dq did not decode when they were added), two
+# blocks a row, cut from draws of the sizes that IQ4_NL and TQ2_0 tensors took here before dq decoded them (3 x 36 and
 # 3 x 132 bytes), so that the RNG stream and every later byte stay as they were.
 UNSUPPORTED = [(T.Q1_0, 36), (T.TQ1_0, 132)]
 # The types of tables.gguf, and the byte offsets of their scale fields.
 TABLE_TYPES = {T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ2_0: [64], T.Q8_K: [0], T.NVFP4: [0, 1, 2, 3],
                T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0]}
-DECODED = SUPPORTED + list(TABLE_TYPES)
+# The types of low_bit.gguf, and the byte offsets of their f16 scale (IQ1_M: the
+# four bytes whose top nibbles make it).
+LOW_BIT_TYPES = {T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0], T.IQ1_M: [49, 51, 53, 55],
+                 T.Q8_1: [0], T.Q1_0: [0], T.TQ1_0: [52]}
+DECODED = SUPPORTED + list(TABLE_TYPES) + list(LOW_BIT_TYPES)
 # NVFP4's unsigned e4m3 scale bytes: 0 and 0x7F decode to 0, the top bit is ignored.
 UE4M3_SPECIALS = [0x00, 0x7F, 0x80, 0xFF, 0x01, 0x07, 0x08, 0x38, 0x7E, 0xF8]
 
@@ -229,6 +246,64 @@ def tables_file() -> None:
             data = data.reshape(*shape[:-1], shape[-1] // block * type_size)
             w.add_tensor(f"{tag}.{case}", data, raw_dtype=qtype)
     finish(w)
+
+
+def low_bit_file() -> None:
+    """low_bit.gguf: random blocks of IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1, Q1_0, TQ1_0."""
+    rng = np.random.default_rng(41)
+    w = gguf.GGUFWriter(OUT / "low_bit.gguf", "dq-fixture")
+    w.add_name("dq random blocks of low-bit types")
+    for qtype, offs in LOW_BIT_TYPES.items():
+        block, type_size = GGML_QUANT_SIZES[qtype]
+        tag = qtype.name.lower()
+        cases = [
+            ("r1", (2 * block,), False),
+            ("r2_odd_rows", (3, block), False),
+            ("r3", (2, 3, 2 * block), False),
+            ("specials", (2 * len(F16_SPECIALS), block), True),
+        ]
+        for case, shape, specials in cases:
+            n_blocks = int(np.prod(shape)) // block
+            data = rng.integers(0, 256, (n_blocks, type_size), dtype=np.uint8)
+            if specials:
+                bits = np.array([F16_SPECIALS[i % len(F16_SPECIALS)] for i in range(n_blocks)], np.uint16)
+            else:
+                sign = rng.integers(0, 2, n_blocks, dtype=np.uint16) << 15
+                exp = rng.integers(5, 25, n_blocks, dtype=np.uint16) << 10
+                bits = sign | exp | rng.integers(0, 1024, n_blocks, dtype=np.uint16)
+            if qtype == T.IQ1_M:
+                for k, off in enumerate(offs):  # nibble k of d is the top nibble of byte off
+                    nib = ((bits >> (4 * k)) & 0xF).astype(np.uint8)
+                    data[:, off] = (data[:, off] & 0x0F) | (nib << 4)
+            else:
+                data[:, offs[0]:offs[0] + 2] = bits.view(np.uint8).reshape(n_blocks, 2)
+            data = data.reshape(*shape[:-1], shape[-1] // block * type_size)
+            w.add_tensor(f"{tag}.{case}", data, raw_dtype=qtype)
+    finish(w)
+
+
+def q8_1_dequantize(raw: np.ndarray) -> np.ndarray:
+    """Q8_1: ggml has no `dequantize_row_q8_1`; its values are Q8_0's (`d`, then the
+    32 bytes after the unused `s`), so gguf-py's Q8_0 decodes them."""
+    blocks = raw.reshape(-1, 36)
+    q8_0 = np.concatenate([blocks[:, :2], blocks[:, 4:]], axis=-1)
+    return gguf.quants.dequantize(np.ascontiguousarray(q8_0), T.Q8_0).reshape(-1)
+
+
+def q1_0_dequantize(raw: np.ndarray) -> np.ndarray:
+    """ggml's `dequantize_row_q1_0` (scripts/ggml_q1_0.c, compiled here with the
+    system C compiler at -O2, called through ctypes)."""
+    src = Path(__file__).resolve().parent / "ggml_q1_0.c"
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = Path(tmp) / "q1_0.so"
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+        f = ctypes.CDLL(str(lib)).dequantize_row_q1_0
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        src_bytes = np.ascontiguousarray(raw)
+        n = src_bytes.size // 18 * 128
+        y = np.zeros(n, np.float32)
+        f(src_bytes.ctypes.data, y.ctypes.data, n)
+    return y
 
 
 def q8_k_dequantize(raw: np.ndarray) -> np.ndarray:
@@ -327,8 +402,13 @@ def write_expected(stem: str) -> list[str]:
             continue
         raw = np.ascontiguousarray(t.data).view(np.uint8)
         with np.errstate(all="ignore"):
+            shape = tuple(int(d) for d in reversed(t.shape.tolist()))
             if t.tensor_type == T.Q8_K:
-                y = q8_k_dequantize(raw).reshape(tuple(int(d) for d in reversed(t.shape.tolist())))
+                y = q8_k_dequantize(raw).reshape(shape)
+            elif t.tensor_type == T.Q8_1:
+                y = q8_1_dequantize(raw).reshape(shape)
+            elif t.tensor_type == T.Q1_0:
+                y = q1_0_dequantize(raw).reshape(shape)
             else:
                 y = gguf.quants.dequantize(raw, t.tensor_type)
         y = np.ascontiguousarray(y, dtype=np.float32)
@@ -345,7 +425,8 @@ def main() -> None:
     quantized_file()
     metadata_file()
     tables_file()
-    for stem in ("blocks", "quantized_v2", "metadata", "tables"):
+    low_bit_file()
+    for stem in ("blocks", "quantized_v2", "metadata", "tables", "low_bit"):
         n = len(write_expected(stem))
         print(f"{stem}.gguf: {(OUT / f'{stem}.gguf').stat().st_size} bytes, {n} expected outputs")
     total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())

@@ -12,6 +12,9 @@
 # compressed-tensors, transformers) against dq on the same tensor (checkpoints_ref.py;
 # PYTHON: the environment holding the libraries; families it lacks are left out):
 #   PYTHON=VENV/bin/python bash benches/peers/run.sh --checkpoints-ref [--families a,b] [--json]
+# gguf-py 0.19.0's NumPy `gguf.quants.dequantize` beside `dq model` (ggufpy.py; gguf 0.19.0
+# and numpy 2.4.6, the fixtures' pins, in their own venv):
+#   bash benches/peers/run.sh --ggufpy [--types IQ2_XXS,Q4_K] [--elements N] [--threads T] [--json]
 # anamnesis 0.7.10 (its own crate, benches/peers/anamnesis; `amn` installed under build/):
 #   bash benches/peers/run.sh --anamnesis [--json] [--min-time S] [dq-peer-anamnesis --help]
 set -euo pipefail
@@ -114,6 +117,23 @@ if [ "${1:-}" = "--checkpoints-ref" ]; then
     log "building dq's timer (cargo build --release --example time_checkpoint)"
     (cd "$ROOT" && cargo build --release --example time_checkpoint >&2)
     exec "$PY" "$HERE/checkpoints_ref.py" "$@"
+fi
+
+# `--ggufpy`: gguf-py beside dq on the same blocks (its own venv: gguf 0.19.0 pins numpy).
+if [ "${1:-}" = "--ggufpy" ]; then
+    shift
+    GVENV="$HERE/.venv-ggufpy"
+    if [ ! -x "$GVENV/bin/python" ]; then
+        log "creating virtualenv $GVENV (gguf==0.19.0 numpy==2.4.6)"
+        "$PY" -m venv "$GVENV"
+        "$GVENV/bin/pip" install --quiet --disable-pip-version-check gguf==0.19.0 numpy==2.4.6
+    fi
+    if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+        export CARGO_TARGET_DIR="$(realpath -m "$CARGO_TARGET_DIR")"
+    fi
+    log "building dq (release)"
+    (cd "$ROOT" && cargo build --release -p dq >&2)
+    exec "$GVENV/bin/python" "$HERE/ggufpy.py" --dq "${CARGO_TARGET_DIR:-$ROOT/target}/release/dq" "$@"
 fi
 
 setup_venv

@@ -74,7 +74,7 @@ fn block_kernels_evict_the_least_recently_used() {
             (s.compiled as u64, s.kernels as u64)
         },
     );
-    assert!(blocks.kernel("TQ1_0").is_err());
+    assert!(blocks.kernel("I8").is_err());
     assert_eq!(blocks.stats().kernels, 2, "an unknown type takes no slot");
 }
 

@@ -127,7 +127,7 @@ fn error_lines_quote_names_escaped() {
     let path = dir.path().join("skip.gguf");
     let tensors = [
         Tensor::new("ok", &[32], Q8_0, q8_block()),
-        Tensor::new("x\u{1b}[1m", &[128], 41, vec![0; 18]), // Q1_0
+        Tensor::new("x\u{1b}[1m", &[8], 24, vec![0; 8]), // I8
     ];
     fs::write(&path, gguf(&[], &tensors)).unwrap();
     let out = dir.path().join("o.safetensors");

@@ -173,19 +173,15 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
             let summary = String::from_utf8(jo.stdout).unwrap();
             assert!(
                 summary.contains("backend jit, ")
-                    && summary.contains("JIT kernels 14 compiled / 42 reused"),
+                    && summary.contains("JIT kernels 16 compiled / 42 reused"),
                 "{summary}"
             );
         }
-        let err = stderr(&o);
-        for skipped in [
-            "q1_0.unsupported: unsupported GGUF type Q1_0",
-            "tq1_0.unsupported",
-        ] {
-            assert!(err.contains(skipped), "{err}");
-        }
+        // Every tensor of blocks.gguf is of a supported type now (its
+        // `*.unsupported` tensors kept their names): nothing is skipped.
         let summary = String::from_utf8(o.stdout).unwrap();
-        assert!(summary.contains("56 tensors (2 skipped)"), "{summary}");
+        assert!(summary.contains("58 tensors"), "{summary}");
+        assert!(!summary.contains("skipped"), "{summary}");
     }
     // Default dtype f32; a version-2 file without unsupported tensors needs no flag.
     let v2 = fixtures().join("gguf/quantized_v2.gguf");
@@ -195,12 +191,18 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
     check_gguf(&bytes, "quantized_v2", "bf16");
 }
 
-/// The table-indexed and newer block types (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4):
-/// `dq convert` on each backend and `dq model --verify`, bit-exact with their
-/// reference at each dtype.
+/// The table-indexed and newer block types (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4,
+/// the IQ2 types; the IQ3 and IQ1 types, Q8_1 and Q1_0): `dq convert` on each
+/// backend and `dq model --verify`, bit-exact with their reference at each dtype.
 #[test]
 fn gguf_convert_table_types_bit_exact() {
-    let tables = fixtures().join("gguf/tables.gguf");
+    for stem in ["tables", "low_bit"] {
+        convert_table_fixture(stem);
+    }
+}
+
+fn convert_table_fixture(stem: &str) {
+    let tables = fixtures().join(format!("gguf/{stem}.gguf"));
     let mut backends = vec!["auto", "generated", "reference"];
     if cfg!(feature = "jit") {
         backends.push("jit");
@@ -208,7 +210,7 @@ fn gguf_convert_table_types_bit_exact() {
     for dtype in ["f32", "f16", "bf16"] {
         for backend in &backends {
             let (bytes, _) = convert_ok(&tables, &["--dtype", dtype, "--backend", backend]);
-            check_gguf(&bytes, "tables", dtype);
+            check_gguf(&bytes, stem, dtype);
         }
     }
     let verify = backends[1..].join(",");
@@ -231,22 +233,38 @@ fn thread_counts_write_identical_files() {
     }
 }
 
+/// A GGUF in `dir` with a Q8_0 tensor and an I8 one (a type dq does not decode).
+fn with_unsupported(dir: &Path) -> PathBuf {
+    use crate::files::{Q8_0, Tensor, gguf};
+    let mut q8 = vec![0x00, 0x3C];
+    q8.extend(0..32u8);
+    let tensors = [
+        Tensor::new("q", &[32], Q8_0, q8),
+        Tensor::new("i8.unsupported", &[8], 24, vec![1; 8]),
+    ];
+    let path = dir.join("unsupported.gguf");
+    fs::write(&path, gguf(&[], &tensors)).unwrap();
+    path
+}
+
 #[test]
 fn failures_leave_no_output() {
     let blocks = fixtures().join("gguf/blocks.gguf");
+    let tmp = tempfile::tempdir().unwrap();
+    let unsupported = with_unsupported(tmp.path());
     // An unsupported type without --skip-unsupported names the tensor and type.
     convert_fails(
-        &blocks,
+        &unsupported,
         &[],
-        &["q1_0.unsupported", "Q1_0", "--skip-unsupported"],
+        &["i8.unsupported", "I8", "--skip-unsupported"],
     );
     // The JIT runs every supported block type; an unsupported one still fails
     // before anything is compiled or written.
     if cfg!(feature = "jit") {
         convert_fails(
-            &blocks,
+            &unsupported,
             &["--backend", "jit"],
-            &["q1_0.unsupported", "Q1_0", "--skip-unsupported"],
+            &["i8.unsupported", "I8", "--skip-unsupported"],
         );
     }
     convert_fails(&blocks, &["--threads", "0"], &["--threads"]);
@@ -605,8 +623,7 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
     let o = dq(&["model", s(&blocks), "--backend", backends, "--verify"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("56 tensors to dequantize"), "{text}");
-    assert!(text.contains("q1_0.unsupported (Q1_0)"), "{text}");
+    assert!(text.contains("58 tensors to dequantize"), "{text}");
     assert!(text.contains("verified: every tensor"), "{text}");
     let row = |b: &str| {
         let line = text
@@ -618,9 +635,9 @@ fn model_runs_every_tensor_of_a_file_and_verifies() {
             .collect::<Vec<_>>()[..3]
             .to_vec()
     };
-    assert_eq!(row("generated"), ["generated", "56/56", "0"]);
+    assert_eq!(row("generated"), ["generated", "58/58", "0"]);
     if cfg!(feature = "jit") {
-        assert_eq!(row("jit"), ["jit", "56/56", "0"]);
+        assert_eq!(row("jit"), ["jit", "58/58", "0"]);
     }
 
     // The synthetic preset flags do not apply to a file.
@@ -674,8 +691,10 @@ fn library_dequantize_is_exact_for_any_thread_count() {
             assert_eq!(got, expected_bytes(&bits, "bf16"), "{name} jit bf16");
         }
     }
-    let t = file.tensor("q1_0.unsupported").unwrap();
-    let err = file.dequantize(t, &mut [0f32; 0][..], &opts(Backend::Auto, 1));
+    let tmp = tempfile::tempdir().unwrap();
+    let unsupported = Gguf::open(with_unsupported(tmp.path())).unwrap();
+    let t = unsupported.tensor("i8.unsupported").unwrap();
+    let err = unsupported.dequantize(t, &mut [0f32; 8][..], &opts(Backend::Auto, 1));
     assert!(
         matches!(err, Err(GgufError::UnsupportedType { .. })),
         "{err:?}"

@@ -94,8 +94,10 @@ fn every_fixture_type_matches_gguf_py() {
     want.sort_unstable();
     let mut seen = check_fixture("blocks");
     seen.extend(check_fixture("tables"));
+    seen.extend(check_fixture("low_bit"));
     seen.sort_unstable();
-    assert_eq!(seen, want, "blocks.gguf and tables.gguf cover every type");
+    seen.dedup();
+    assert_eq!(seen, want, "the fixtures cover every type");
     let v2 = check_fixture("quantized_v2");
     assert!(v2.len() >= 9, "{v2:?}");
 }
@@ -243,9 +245,17 @@ fn one_compile_per_type_then_reuse() {
         err.to_string().contains("not whole 210-byte blocks"),
         "{err}"
     );
-    // Unsupported types stay a clear error, before any compile.
-    let u = file.tensor("q1_0.unsupported").unwrap();
-    let err = file.dequantize(u, &mut vec![0f32; u.element_count() as usize], &opts);
+    // Unsupported types stay a clear error, before any compile: metadata.gguf's
+    // Q8_0 tensor retyped as I8 (every GGUF block type is decoded now).
+    let mut b = std::fs::read(fixtures().join("metadata.gguf")).unwrap();
+    let name = b"small.q8_0";
+    let at = b.windows(name.len()).position(|w| w == name).unwrap() + name.len();
+    let dims = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let ty = at + 4 + 8 * dims;
+    b[ty..ty + 4].copy_from_slice(&24u32.to_le_bytes()); // I8
+    let forged = Gguf::from_bytes(&b[..]).unwrap();
+    let u = forged.tensor("small.q8_0").unwrap();
+    let err = forged.dequantize(u, &mut vec![0f32; u.element_count() as usize], &opts);
     assert!(
         matches!(err, Err(GgufError::UnsupportedType { .. })),
         "{err:?}"

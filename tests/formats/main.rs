@@ -10,6 +10,7 @@ mod alloc;
 mod gguf;
 mod gguf_auto;
 mod gguf_blocks;
+mod gguf_grids;
 #[cfg(feature = "jit")]
 mod gguf_jit;
 mod gguf_split;

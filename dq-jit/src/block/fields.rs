@@ -21,6 +21,7 @@ pub(super) fn range(d: &BlockDecl) -> (i64, i64) {
     let (mut lo, mut hi) = (i64::from(d.offset), i64::from(d.offset));
     for f in d.fields {
         let (a, b) = match (f.table, f.signed) {
+            _ if f.base3 => (0, 2),
             (Some(t), _) => (
                 t.values.iter().map(|&x| i64::from(x)).min().unwrap_or(0),
                 t.values.iter().map(|&x| i64::from(x)).max().unwrap_or(0),
@@ -69,7 +70,12 @@ impl Emit<'_> {
         let mut q = None;
         for f in d.fields {
             let pos: Vec<(usize, usize)> = (e0..e0 + width).map(|e| position(d, f, e)).collect();
-            let v = match self.placed(d, f, blk, &pos) {
+            let placed = if f.base3 {
+                Some(self.trits(d, blk, &pos))
+            } else {
+                self.placed(d, f, blk, &pos)
+            };
+            let v = match placed {
                 Some(v) => v,
                 None => {
                     let v = self.field(d, f, blk, &pos);
@@ -248,6 +254,48 @@ impl Emit<'_> {
             }
             _ => v,
         }
+    }
+
+    /// A base-3 field's digits (`Field::base3`): lane `l`'s byte at `pos[l].0`, its
+    /// digit place `pos[l].1` (a shift below 8 is the place, `position`), as
+    /// `((b * 3^p) & 0xFF) * 3 >> 8` in 16-bit lanes, narrowed back to bytes (0..=2).
+    fn trits(&mut self, d: &BlockDecl, blk: Value, pos: &[(usize, usize)]) -> Value {
+        let lo = pos.iter().map(|p| p.0).min().expect("a chunk has lanes");
+        let hi = pos.iter().map(|p| p.0).max().expect("a chunk has lanes");
+        let v = if hi - lo < 16 && d.block_bytes >= 16 {
+            self.window(d, blk, pos, lo)
+        } else {
+            let mut v = self.splat_c(types::I8X16, 0);
+            for (l, &(byte, _)) in pos.iter().enumerate() {
+                let x = self.b.ins().load(types::I8, mem(), blk, byte as i32);
+                v = self.b.ins().insertlane(v, x, l as u8);
+            }
+            v
+        };
+        let pow = |half: usize| -> Vec<u8> {
+            (0..8)
+                .flat_map(|l| {
+                    let p = pos.get(8 * half + l).map_or(0, |p| p.1 as u32);
+                    3u16.pow(p).to_le_bytes()
+                })
+                .collect()
+        };
+        let mut halves = Vec::with_capacity(2);
+        for half in 0..2 {
+            let x = if half == 0 {
+                self.b.ins().uwiden_low(v)
+            } else {
+                self.b.ins().uwiden_high(v)
+            };
+            let m = self.vconst_bytes(types::I16X8, pow(half));
+            let x = self.b.ins().imul(x, m);
+            let low = self.splat_c(types::I16X8, 0xFF);
+            let x = self.b.ins().band(x, low);
+            let three = self.splat_c(types::I16X8, 3);
+            let x = self.b.ins().imul(x, three);
+            halves.push(self.vushr(x, 8));
+        }
+        self.b.ins().snarrow(halves[0], halves[1])
     }
 
     /// Bits `shift..shift + bits` of every byte lane of `v`.

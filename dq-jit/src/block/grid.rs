@@ -1,6 +1,7 @@
-//! A declaration's codebook [`Grid`] in the JIT: per run of 8 elements, the row's
-//! index and sign mask assembled by scalar code from the block's bytes, the row (8
-//! byte lanes) loaded from the `'static` table as one 64-bit word, the mask's bits
+//! A declaration's codebook [`Grid`] in the JIT: per run of 8 elements, the rows'
+//! indices and the sign mask assembled by scalar code from the block's bytes, the
+//! run's lanes (one row of 8 bytes or two of 4) loaded from the `'static` table as
+//! one 64-bit word or two 32-bit ones, shifted to the grid's place, the mask's bits
 //! spread over the lanes and the negated lanes flipped (`(v ^ m) - m`), for a chunk
 //! of one or two runs in I8X16 byte lanes.
 
@@ -36,7 +37,7 @@ pub(super) fn range(g: &Grid) -> (i64, i64) {
         .map(|&x| i64::from(x))
         .max()
         .unwrap_or(0);
-    let m = lo.abs().max(hi.abs());
+    let m = lo.abs().max(hi.abs()) << g.at;
     (-m, m)
 }
 
@@ -56,8 +57,7 @@ impl Emit<'_> {
         let mut masks = self.b.ins().iconst(types::I32, 0);
         for k in 0..width / inner {
             let r = e0 / inner + k;
-            let idx = self.run_bits(d, g.index, blk, r);
-            let row = self.table_load(g.table.values, idx, types::I64, 8);
+            let row = self.run_lanes(d, g, blk, r);
             rows = self.b.ins().insertlane(rows, row, k as u8);
             let s = self.run_bits(d, g.signs, blk, r);
             let m = match g.sign_table {
@@ -71,6 +71,9 @@ impl Emit<'_> {
             masks = self.b.ins().bor(masks, m);
         }
         let v = self.b.ins().bitcast(types::I8X16, lanes(), rows);
+        // `BlockDecl::check`: `at <= 4`, and `lower::check` holds the shifted
+        // values to a signed byte.
+        let v = self.vshl(v, i64::from(g.at));
         // Lane `i` gets mask byte `i / 8`, tested against its bit `i % 8`.
         let mv = self.b.ins().splat(types::I32X4, masks);
         let mv = self.b.ins().bitcast(types::I8X16, lanes(), mv);
@@ -80,6 +83,31 @@ impl Emit<'_> {
         let neg = self.b.ins().icmp(IntCC::Equal, hit, bit);
         let x = self.b.ins().bxor(v, neg);
         self.b.ins().isub(x, neg)
+    }
+
+    /// Run `r`'s lanes (I64): its rows side by side, row `k` from the index
+    /// fields `g.index[k]` (`BlockDecl::check`: rows of `8 / rows` lanes).
+    fn run_lanes(&mut self, d: &BlockDecl, g: &Grid, blk: Value, r: usize) -> Value {
+        let lanes = g.table.lanes;
+        let ty = match lanes {
+            8 => types::I64,
+            4 => types::I32,
+            2 => types::I16,
+            _ => types::I8,
+        };
+        let mut v = self.b.ins().iconst(types::I64, 0);
+        for (k, index) in g.index.iter().enumerate() {
+            let idx = self.run_bits(d, index, blk, r);
+            let row = self.table_load(g.table.values, idx, ty, lanes as i64);
+            let row = if ty == types::I64 {
+                row
+            } else {
+                self.b.ins().uextend(types::I64, row)
+            };
+            let row = self.b.ins().ishl_imm_s(row, (8 * lanes * k) as i64);
+            v = self.b.ins().bor(v, row);
+        }
+        v
     }
 
     /// Entry `idx` (I32) of `values`, `size` bytes of type `ty` at

@@ -165,9 +165,18 @@ fn may_nan(nodes: &[BlockNode], i: u16) -> bool {
 /// multiple of 8 elements and an integer that fits a signed byte.
 fn check(d: &BlockDecl) -> Result<(), &'static str> {
     d.check()?;
+    d.then.iter().try_for_each(|p| check_part(p))?;
+    check_part(d)
+}
+
+/// [`check`] for one part of a declaration (its own elements).
+fn check_part(d: &BlockDecl) -> Result<(), &'static str> {
     let inner = d.inner();
-    if !inner.is_multiple_of(8) || inner > MAX_RUN {
-        return Err("inner runs must be a multiple of 8 elements, at most 32");
+    // Chunks of 8 or 16 elements share a group: runs of a multiple of 8, or one
+    // group (positions are per element; TQ1_0's last section has runs of 4).
+    let chunks = inner.is_multiple_of(8) || (d.groups == 1 && d.own_elems().is_multiple_of(8));
+    if !chunks || inner > MAX_RUN || (d.grid.is_some() && inner != 8) {
+        return Err("inner runs must be a multiple of 8 elements (or one group), at most 32");
     }
     super::grid::check(d)?;
     if d.fields
@@ -209,7 +218,11 @@ pub(super) fn declared(
     e.b.switch_to_block(head);
     e.b.ins().brif(left, body, &[], exit, &[]);
     e.b.switch_to_block(body);
-    e.block(d, s, o);
+    let mut at = 0;
+    for part in std::iter::once(d).chain(d.then.iter().copied()) {
+        e.block(part, s, o, at);
+        at += part.own_elems();
+    }
     let s1 = e.b.ins().iadd_imm_s(s, d.block_bytes as i64);
     let o1 = e.b.ins().iadd_imm_s(o, 4 * d.block_elems as i64);
     let l1 = e.b.ins().iadd_imm_s(left, -1);
@@ -234,18 +247,21 @@ pub(super) fn dot(digits: &[usize], coef: impl Fn(usize) -> usize, r: usize) -> 
 }
 
 impl Emit<'_> {
-    /// One block at address `blk` into the f32 at address `out`: chunks of 16
-    /// consecutive elements of one group (8 where a group's run is shorter).
-    fn block(&mut self, d: &BlockDecl, blk: Value, out: Value) {
+    /// One block's part `d` at address `blk` into the f32 at address `out` from its
+    /// element `first` on: chunks of 16 consecutive elements of one group (8 where a
+    /// group's run is shorter).
+    fn block(&mut self, d: &BlockDecl, blk: Value, out: Value, first: usize) {
         let inner = d.inner();
         let group = |e: usize| dot(d.digits, |k| d.group[k], e / inner);
         let mut params = super::params::Params::new(d);
         let mut splats: HashMap<usize, Vec<Value>> = HashMap::new();
         let mut e0 = 0;
-        while e0 < d.block_elems {
+        let own = d.own_elems();
+        while e0 < own {
             let g = group(e0);
-            // `check`: runs are multiples of 8, so 8 elements share a group.
-            let width = if e0 + 16 <= d.block_elems && group(e0 + 15) == g && group(e0 + 8) == g {
+            // `check`: runs are multiples of 8 (or one group), so 8 elements share a
+            // group.
+            let width = if e0 + 16 <= own && group(e0 + 15) == g && group(e0 + 8) == g {
                 16
             } else {
                 8
@@ -267,9 +283,9 @@ impl Emit<'_> {
             for j in 0..width / 4 {
                 let fq = self.spread(d, qb, j);
                 let y = self.formula(d, fq, &p);
-                let at = 4 * (e0 + 4 * j);
-                // In bounds: elements `e0 + 4j .. e0 + 4j + 4 <= block_elems` of this
-                // block's output.
+                let at = 4 * (first + e0 + 4 * j);
+                // In bounds: elements `first + e0 + 4j .. + 4 <= block_elems` of this
+                // block's output (`BlockDecl::check`: the parts add up to it).
                 self.b.ins().store(mem(), y, out, at as i32);
             }
             e0 += width;
@@ -307,6 +323,20 @@ impl Emit<'_> {
                 // A subtraction is not commuted: the hardware's first-NaN rule
                 // holds as it does in the generated driver (a plain `-`).
                 BlockNode::Sub(a, b) => self.b.ins().fsub(v[usize::from(a)], v[usize::from(b)]),
+                BlockNode::FlipSign(a, b) => {
+                    let x = self
+                        .b
+                        .ins()
+                        .bitcast(types::I32X4, lanes(), v[usize::from(a)]);
+                    let z = self
+                        .b
+                        .ins()
+                        .bitcast(types::I32X4, lanes(), v[usize::from(b)]);
+                    let sign = self.splat_c(types::I32X4, 0x8000_0000);
+                    let z = self.b.ins().band(z, sign);
+                    let y = self.b.ins().bxor(x, z);
+                    self.b.ins().bitcast(types::F32X4, lanes(), y)
+                }
             };
             v.push(y);
         }

@@ -31,6 +31,8 @@ impl<'d> Params<'d> {
     /// True when node `i` reads the group.
     fn per_group(&self, i: usize) -> bool {
         match self.d.params[i] {
+            ParamNode::F16Of(a) | ParamNode::Quiet(a) => self.per_group(usize::from(a)),
+            ParamNode::Bits { .. } => true,
             ParamNode::F16(_)
             | ParamNode::E8m0Half(_)
             | ParamNode::F32(_)
@@ -80,6 +82,36 @@ impl<'d> Params<'d> {
                 e.e8m0_half(x)
             }
             ParamNode::F32(at) => e.b.ins().load(types::F32, mem(), blk, at as i32),
+            ParamNode::Quiet(a) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                let r = x;
+                e.first_nan(x, r)
+            }
+            ParamNode::F16Of(a) => {
+                let x = self.get(e, blk, usize::from(a), g);
+                let x = e.b.ins().band_imm_s(x, 0xFFFF);
+                e.f16_to_f32(x)
+            }
+            ParamNode::Bits {
+                at,
+                per,
+                outer,
+                inner,
+                bits,
+            } => {
+                let (per, bits) = (usize::from(per), usize::from(bits));
+                let bit = usize::from(outer) * (g / per) + usize::from(inner) * (g % per);
+                let (first, low) = (at + bit / 8, bit % 8);
+                let mut x = byte(e, first);
+                if low + bits > 8 {
+                    // `BlockDecl::check`: these bits, so this byte, lie in the block.
+                    let next = byte(e, first + 1);
+                    let next = e.b.ins().ishl_imm_s(next, 8);
+                    x = e.b.ins().bor(x, next);
+                }
+                let x = e.b.ins().ushr_imm_s(x, low as i64);
+                e.b.ins().band_imm_s(x, (1i64 << bits) - 1)
+            }
             ParamNode::Ue4m3Half(at) => {
                 let x = byte(e, at + g);
                 e.ue4m3_half(x)

@@ -33,26 +33,36 @@ pub struct BlockDecl {
     pub outputs: &'static [u16],
     /// The element formula.
     pub formula: BlockFormula,
-    /// A codebook row per run, added to the integer (the IQ2 types).
+    /// A codebook row per run, added to the integer (the IQ1, IQ2 and IQ3 types).
     pub grid: Option<Grid>,
+    /// Further parts of the block, for a layout no one set of digits describes
+    /// (TQ1_0's three sections): each part's elements follow this declaration's own
+    /// (`own_elems`) and the earlier parts', laid out by the part's own digits,
+    /// fields, groups and parameters over the same block bytes. At most
+    /// [`MAX_PARTS`]; a part has no parts.
+    pub then: &'static [&'static BlockDecl],
 }
 
-/// A codebook lookup per run of inner elements: the run's row of `table` (its index
-/// assembled from `index` fields), lane `l` for the run's element `l`, negated
-/// where bit `l` of the run's sign mask is set. The mask is assembled from `signs`
-/// fields, then looked up in `sign_table` where there is one (ggml's
-/// `ksigns_iq2xs`). Index and sign fields are constant over a run (their innermost
-/// strides are 0) and may span bytes (up to 16 bits).
+/// A codebook lookup per run of inner elements: the run's one or two rows of
+/// `table` side by side (row `k`'s index assembled from the fields `index[k]`; one
+/// row of 8 lanes for the IQ1 and IQ2 types, two of 4 for the IQ3 types), lane `l` for the run's element
+/// `l`, shifted left by `at`, negated where bit `l` of the run's sign mask is set.
+/// The mask is assembled from `signs` fields, then looked up in `sign_table` where
+/// there is one (ggml's `ksigns_iq2xs`). Index and sign fields are constant over a
+/// run (their innermost strides are 0) and may span bytes (up to 16 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grid {
-    /// Rows of `inner()` lanes.
+    /// Rows of `inner() / index.len()` lanes.
     pub table: &'static Table,
-    /// The fields assembling a run's row index.
-    pub index: &'static [Field],
+    /// Per row of a run, the fields assembling its index.
+    pub index: &'static [&'static [Field]],
     /// The fields assembling a run's sign mask (or its index into `sign_table`).
     pub signs: &'static [Field],
     /// The sign masks, one lane each, where the mask is looked up.
     pub sign_table: Option<&'static Table>,
+    /// Where the lanes land in the integer (shifted left by `at`; IQ1's grid
+    /// values are eighths of the integer, see `gguf::IQ1_S`).
+    pub at: u8,
 }
 
 /// A strided bit field of the block's bytes: for digits `d`, `bits` bits from bit
@@ -74,6 +84,11 @@ pub struct Field {
     pub bits: u8,
     /// The field is a two's-complement signed value.
     pub signed: bool,
+    /// The field's 8 bits hold base-3 digits as ggml's TQ1_0 packs them: the shift
+    /// (`shift + sum(d * shift_stride)`, at most 4) is the digit's place `p`, not a
+    /// bit shift, and the value is `((b * 3^p) mod 256 * 3) >> 8` (gguf-py's
+    /// `(qs * [1, 3, 9, 27, 81]).astype(np.uint16) * 3 >> 8`).
+    pub base3: bool,
     /// The field's bits index this table (MXFP4's doubled e2m1 values, IQ4's
     /// non-linear levels): the element's integer is the entry, not the bits.
     pub table: Option<&'static Table>,
@@ -131,6 +146,27 @@ pub enum ParamNode {
     },
     /// The f32 at byte `at` (Q8_K's `d`), bits as stored.
     F32(usize),
+    /// The f16 whose bits are the low 16 bits of integer node `a`, widened as
+    /// [`F16`](Self::F16) (IQ1_M's `d`, assembled from four nibbles).
+    F16Of(u16),
+    /// f32 node `a`, a signalling NaN quieted (as x86 arithmetic and ggml's f16
+    /// conversion quiet it; a product by 1.0 would do, but compilers fold it away).
+    Quiet(u16),
+    /// Integer: `bits` bits from bit `outer * (g / per) + inner * (g % per)` of the
+    /// little-endian bytes at `at`; the bits may cross a byte (IQ1_M's 3-bit
+    /// scales, four to each u16).
+    Bits {
+        /// First byte.
+        at: usize,
+        /// Groups per outer step.
+        per: u8,
+        /// Bits per outer step.
+        outer: u8,
+        /// Bits per group within an outer step.
+        inner: u8,
+        /// Width in bits (1..=8).
+        bits: u8,
+    },
     /// The unsigned e4m3 byte at `at + g` as gguf-py's NVFP4 `ue4m3_to_fp32`
     /// (halved; 0 for the bytes 0 and 0x7F; the top bit ignored).
     Ue4m3Half(usize),
@@ -182,12 +218,26 @@ pub enum BlockNode {
     Sub(u16, u16),
     /// `a * b`.
     Mul(u16, u16),
+    /// `a` with its sign bit flipped where `b`'s is set (a bit operation: a NaN
+    /// `a` keeps its payload; ggml's `bit ? d : -d` for Q1_0).
+    FlipSign(u16, u16),
 }
 
 impl BlockDecl {
     /// The innermost radix: elements per run sharing one group.
     pub const fn inner(&self) -> usize {
         self.digits[self.digits.len() - 1]
+    }
+
+    /// The elements its own digits lay out (all of them, unless it has parts).
+    pub const fn own_elems(&self) -> usize {
+        let mut n = 1;
+        let mut k = 0;
+        while k < self.digits.len() {
+            n *= self.digits[k];
+            k += 1;
+        }
+        n
     }
 
     /// Checks the declaration's own consistency: digits multiply to `block_elems`,
@@ -207,8 +257,16 @@ impl BlockDecl {
             max_group += (self.digits[k] - 1) * self.group[k];
             k += 1;
         }
+        if let Err(e) = check_parts(self) {
+            return Err(e);
+        }
+        let mut p = 0;
+        while p < self.then.len() {
+            elems += self.then[p].block_elems;
+            p += 1;
+        }
         if elems != self.block_elems || elems == 0 {
-            return Err("digits do not multiply to block_elems");
+            return Err("digits (and parts) do not make block_elems");
         }
         if max_group >= self.groups || self.groups > MAX_GROUPS {
             return Err("group out of range");
@@ -244,16 +302,24 @@ impl BlockDecl {
 
 impl Grid {
     /// Rows and sign masks are in their tables for every bit pattern of the
-    /// fields, a row has one lane per element of a run, the fields are constant
-    /// over a run and inside the block.
+    /// fields, a run's rows have one lane per element of the run, the fields are
+    /// constant over a run and inside the block.
     const fn check(&self, digits: &[usize], block_bytes: usize) -> Result<(), &'static str> {
         let inner = digits[digits.len() - 1];
-        let bits = match run_fields(self.index, digits, block_bytes) {
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
-        if self.table.lanes != inner || self.table.values.len() != inner << bits {
-            return Err("grid: a row per index pattern, a lane per run element");
+        let rows = self.index.len();
+        if rows == 0 || rows > 2 || self.table.lanes * rows != inner || self.at > 4 {
+            return Err("grid: one or two rows a run, side by side, one lane per run element");
+        }
+        let mut k = 0;
+        while k < rows {
+            let bits = match run_fields(self.index[k], digits, block_bytes) {
+                Ok(b) => b,
+                Err(e) => return Err(e),
+            };
+            if self.table.values.len() != self.table.lanes << bits {
+                return Err("grid: a row per index pattern");
+            }
+            k += 1;
         }
         let sign_bits = match run_fields(self.signs, digits, block_bytes) {
             Ok(b) => b,
@@ -268,6 +334,26 @@ impl Grid {
             _ => Ok(()),
         }
     }
+}
+
+/// A declaration's parts: at most [`MAX_PARTS`], each valid on its own, of the same
+/// block bytes, without parts of its own.
+const fn check_parts(d: &BlockDecl) -> Result<(), &'static str> {
+    if d.then.len() > MAX_PARTS {
+        return Err("too many parts");
+    }
+    let mut p = 0;
+    while p < d.then.len() {
+        let part = d.then[p];
+        if part.block_bytes != d.block_bytes || !part.then.is_empty() {
+            return Err("a part: the same block bytes, no parts of its own");
+        }
+        if let Err(e) = part.check() {
+            return Err(e);
+        }
+        p += 1;
+    }
+    Ok(())
 }
 
 /// Checks run-constant fields (innermost strides 0, at most 16 bits from the
@@ -286,7 +372,11 @@ const fn run_fields(
         if x.byte_stride.len() != n || x.shift_stride.len() != n {
             return Err("field strides: one per digit");
         }
-        if x.byte_stride[n - 1] != 0 || x.shift_stride[n - 1] != 0 || x.table.is_some() || x.signed
+        if x.byte_stride[n - 1] != 0
+            || x.shift_stride[n - 1] != 0
+            || x.table.is_some()
+            || x.signed
+            || x.base3
         {
             return Err("grid field: plain and constant over a run");
         }
@@ -313,6 +403,8 @@ const fn run_fields(
     Ok(total)
 }
 
+/// Most further parts a declaration may have ([`BlockDecl::then`]).
+pub const MAX_PARTS: usize = 2;
 /// Most elements per block a declaration may have.
 pub const MAX_ELEMS: usize = 256;
 /// Most groups per block.
@@ -320,13 +412,16 @@ pub const MAX_GROUPS: usize = 16;
 /// Most parameters per group.
 pub const MAX_PARAMS: usize = 2;
 /// Most nodes in a parameter program or formula.
-pub const MAX_NODES: usize = 12;
+pub const MAX_NODES: usize = 16;
 
 impl Field {
     /// True when some element's bits lie past the field's first byte (see
     /// [`Field`]), for a declaration of radices `digits`: its bits are read from
     /// a 32-bit window.
     pub const fn wide(&self, digits: &[usize]) -> bool {
+        if self.base3 {
+            return false;
+        }
         let mut shift = self.shift as usize;
         let mut k = 0;
         while k < digits.len() && k < self.shift_stride.len() {
@@ -359,6 +454,13 @@ impl Field {
         if byte >= block_bytes || shift + self.bits as usize > 32 {
             return Err("field outside the block or its 32 bits");
         }
+        if self.base3 {
+            return if self.bits == 8 && !self.signed && self.table.is_none() && shift <= 4 {
+                Ok(())
+            } else {
+                Err("base-3 field: a plain byte, digit places 0..=4")
+            };
+        }
         if shift + self.bits as usize > 8 {
             // Past the first byte: whole bytes of the window inside the block, and
             // no element's bits across a byte (bits 1, 2, 4 or 8 at aligned shifts).
@@ -390,6 +492,14 @@ const fn check_params(p: &[ParamNode], groups: usize, bytes: usize) -> Result<()
         let ok = match p[i] {
             ParamNode::F16(at) => at + 2 <= bytes,
             ParamNode::F32(at) => at + 4 <= bytes,
+            ParamNode::F16Of(a) | ParamNode::Quiet(a) => (a as usize) < i,
+            ParamNode::Bits {
+                at,
+                per,
+                outer,
+                inner,
+                bits,
+            } => bits_in_block(at, [per, outer, inner, bits], groups, bytes),
             ParamNode::Ue4m3Half(at) => at + groups <= bytes,
             ParamNode::GroupBits { at, shift, bits } => {
                 let last = shift as usize * (groups - 1);
@@ -419,6 +529,24 @@ const fn check_params(p: &[ParamNode], groups: usize, bytes: usize) -> Result<()
     Ok(())
 }
 
+/// Every group's bits of a [`ParamNode::Bits`] (`[per, outer, inner, bits]`) lie
+/// in the block.
+const fn bits_in_block(at: usize, b: [u8; 4], groups: usize, bytes: usize) -> bool {
+    let [per, outer, inner, bits] = b;
+    if per == 0 || bits == 0 || bits > 8 {
+        return false;
+    }
+    let mut g = 0;
+    while g < groups {
+        let bit = outer as usize * (g / per as usize) + inner as usize * (g % per as usize);
+        if at + (bit + bits as usize - 1) / 8 >= bytes {
+            return false;
+        }
+        g += 1;
+    }
+    true
+}
+
 const fn check_formula(nodes: &[BlockNode], params: usize) -> Result<(), &'static str> {
     if nodes.is_empty() || nodes.len() > MAX_NODES {
         return Err("formula length");
@@ -429,7 +557,10 @@ const fn check_formula(nodes: &[BlockNode], params: usize) -> Result<(), &'stati
             BlockNode::Q => true,
             BlockNode::Param(k) => (k as usize) < params,
             BlockNode::Float(a) => (a as usize) < i && matches!(nodes[a as usize], BlockNode::Q),
-            BlockNode::Add(a, b) | BlockNode::Sub(a, b) | BlockNode::Mul(a, b) => {
+            BlockNode::Add(a, b)
+            | BlockNode::Sub(a, b)
+            | BlockNode::Mul(a, b)
+            | BlockNode::FlipSign(a, b) => {
                 (a as usize) < i && (b as usize) < i && is_float(nodes, a) && is_float(nodes, b)
             }
         };

@@ -65,7 +65,7 @@ pub(crate) fn decode<D: Block, const FORM: usize, O: BlockOut, const V: u8>(
     let nt = form::streams(FORM) && stream_ok(d, out);
     let blocks = bytes.chunks_exact(d.block_bytes);
     for (block, out) in blocks.zip(out.chunks_exact_mut(d.block_elems)) {
-        fused_block::<D, O, V>(block, out, FORM % 2 == form::OPAQUE, nt);
+        fused_parts::<D, O, V>(block, out, FORM % 2 == form::OPAQUE, nt);
     }
     if nt {
         crate::arch::stream_fence();
@@ -73,13 +73,52 @@ pub(crate) fn decode<D: Block, const FORM: usize, O: BlockOut, const V: u8>(
 }
 
 /// True when `out` can take non-temporal 16-byte stores run by run (x86-64, 16-byte
-/// aligned, runs of whole 16-byte vectors) and is large (its lines come from memory:
+/// aligned, every run of the block and of its parts whole 16-byte vectors, and so
+/// each part's start) and is large (its lines come from memory:
 /// [`policy::store_for`](crate::policy::store_for) is not plain).
 fn stream_ok<O>(d: &BlockDecl, out: &[O]) -> bool {
+    let whole = |elems: usize| (elems * size_of::<O>()).is_multiple_of(16);
     cfg!(target_arch = "x86_64")
         && (out.as_ptr() as usize).is_multiple_of(16)
-        && (d.inner() * size_of::<O>()).is_multiple_of(16)
+        && whole(d.inner())
+        && whole(d.own_elems())
+        && d.then
+            .iter()
+            .all(|p| whole(p.inner()) && whole(p.block_elems))
         && crate::policy::store_for(size_of_val(out)) != crate::policy::StoreStrategy::Plain
+}
+
+/// Part `K` of `D`'s declaration ([`BlockDecl::then`]): `D`'s own for 0 (and past
+/// its last part, where it is not run).
+struct Part<D, const K: usize>(core::marker::PhantomData<D>);
+
+impl<D: Block, const K: usize> Block for Part<D, K> {
+    const DECL: BlockDecl = if K == 0 || K > D::DECL.then.len() {
+        D::DECL
+    } else {
+        *D::DECL.then[K - 1]
+    };
+}
+
+/// A block of `D`: its own elements, then each part's (`BlockDecl::check`: at most
+/// [`MAX_PARTS`](super::decl::MAX_PARTS), their elements adding up to the block's).
+#[inline(always)]
+fn fused_parts<D: Block, O: BlockOut, const V: u8>(
+    block: &[u8],
+    out: &mut [O],
+    opaque: bool,
+    nt: bool,
+) {
+    const { assert!(D::DECL.then.len() <= 2, "at most two parts") };
+    let (own, rest) = out.split_at_mut(D::DECL.own_elems());
+    fused_block::<D, O, V>(block, own, opaque, nt);
+    if !D::DECL.then.is_empty() {
+        let (one, two) = rest.split_at_mut(Part::<D, 1>::DECL.block_elems);
+        fused_block::<Part<D, 1>, O, V>(block, one, opaque, nt);
+        if D::DECL.then.len() > 1 {
+            fused_block::<Part<D, 2>, O, V>(block, two, opaque, nt);
+        }
+    }
 }
 
 #[inline(always)]
@@ -93,7 +132,7 @@ fn fused_block<D: Block, O: BlockOut, const V: u8>(
     let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
     params::eval(d, block, &mut p);
     let inner = d.inner();
-    for r in 0..d.block_elems / inner {
+    for r in 0..d.own_elems() / inner {
         // Opaque run index, or not: measured on AMD EPYC (Zen 4) AVX-512, in
         // cache, opaque runs kept Q4_0, Q5_0 and Q2_K 3-6x faster, open ones Q4_1,
         // Q5_1 and MXFP4 1.2-1.5x faster.
@@ -137,23 +176,37 @@ fn fused_run<D: Block, O: BlockOut, const V: u8>(
             run[k][..out.len()].copy_from_slice(&block[base[k]..base[k] + out.len()]);
         }
     }
-    let (row, mask) = grid_row(d, block, r);
+    let (rows, mask) = grid_rows(d, block, r);
     let mut vals = [0f32; MAX_RUN];
     let vals = &mut vals[..out.len()];
     for (l, y) in vals.iter_mut().enumerate() {
         let mut q = d.offset;
-        if d.grid.is_some() {
-            let v = i32::from(row[l]);
-            q += if (mask >> l) & 1 != 0 { -v } else { v };
+        if let Some(g) = d.grid {
+            // Lanes read straight from the table (a sign-extending vector load per
+            // row), negated by `(v ^ m) - m` with `m` all ones where the mask bit is
+            // set: no scalar lane extraction or selects (in AVX2 code the earlier
+            // `[i8; 8]` copy of the row was taken apart lane by lane).
+            let lanes = g.table.lanes;
+            let v = i32::from(rows[l / lanes][l % lanes]) << g.at;
+            let m = -(((mask >> l) & 1) as i32);
+            q += (v ^ m) - m;
         }
         for (k, f) in d.fields.iter().enumerate() {
             let (bs, ss) = (f.byte_stride[n - 1], usize::from(f.shift_stride[n - 1]));
+            let s = shift[k] + l * ss;
             let v = if f.wide(d.digits) {
-                (wide[k] >> (shift[k] + l * ss)) as i32
-            } else if copy && bs == 1 {
-                i32::from(run[k][l]) >> (shift[k] + l * ss)
+                (wide[k] >> s) as i32
             } else {
-                i32::from(block[base[k] + l * bs]) >> (shift[k] + l * ss)
+                let b = if copy && bs == 1 {
+                    run[k][l]
+                } else {
+                    block[base[k] + l * bs]
+                };
+                if f.base3 {
+                    trit(b, s)
+                } else {
+                    i32::from(b) >> s
+                }
             };
             q += field_value(f, v & ((1 << f.bits) - 1)) << f.at;
         }
@@ -162,22 +215,27 @@ fn fused_run<D: Block, O: BlockOut, const V: u8>(
     O::put::<V>(out, vals, nt);
 }
 
-/// Run `r`'s row of the declaration's grid (its lanes; empty without a grid) and
-/// its sign mask (bit `l` set: lane `l` negated).
+/// Run `r`'s rows of the declaration's grid (`lanes` values each; empty without a
+/// grid; `BlockDecl::check`: at most 2 rows of a run of at most 8) and its sign mask
+/// (bit `l` set: lane `l` negated).
 #[inline(always)]
-fn grid_row(d: &BlockDecl, block: &[u8], r: usize) -> (&'static [i8], u32) {
+fn grid_rows(d: &BlockDecl, block: &[u8], r: usize) -> ([&'static [i8]; 2], u32) {
+    let mut rows: [&'static [i8]; 2] = [&[]; 2];
     let Some(g) = d.grid else {
-        return (&[], 0);
+        return (rows, 0);
     };
-    let inner = d.inner();
-    let idx = run_bits(d, g.index, block, r);
+    let lanes = g.table.lanes;
+    for (k, index) in g.index.iter().enumerate().take(2) {
+        let idx = run_bits(d, index, block, r);
+        // `BlockDecl::check`: a row per index pattern.
+        rows[k] = &g.table.values[idx * lanes..][..lanes];
+    }
     let signs = run_bits(d, g.signs, block, r);
-    // `BlockDecl::check`: a row per index pattern, a mask per sign pattern.
     let mask = match g.sign_table {
         Some(t) => u32::from(t.values[signs] as u8),
         None => signs as u32,
     };
-    (&g.table.values[idx * inner..][..inner], mask)
+    (rows, mask)
 }
 
 /// The run-constant fields `fields` of run `r`, assembled (see
@@ -192,6 +250,14 @@ fn run_bits(d: &BlockDecl, fields: &[super::decl::Field], block: &[u8], r: usize
         v |= ((w & ((1 << f.bits) - 1)) as usize) << f.at;
     }
     v
+}
+
+/// Base-3 digit `p` (at most 4, `BlockDecl::check`) of byte `b` as ggml packs
+/// TQ1_0: `((b * 3^p) mod 256 * 3) >> 8`.
+#[inline(always)]
+fn trit(b: u8, p: usize) -> i32 {
+    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    (i32::from(b.wrapping_mul(POW3[p % 5])) * 3) >> 8
 }
 
 /// A field's bits `v` as the integer they stand for (table entry, sign-extended,
@@ -242,6 +308,11 @@ fn group<D: Block>(r: usize) -> usize {
 /// The little-endian 32 bits at `byte` of `block` (zeros past its end).
 #[inline(always)]
 fn window(block: &[u8], byte: usize) -> u32 {
+    // One 4-byte load where the bytes are all in the block (a grid's index and sign
+    // fields, run by run); the copy below was a variable-length copy.
+    if let Some(w) = block.get(byte..byte + 4) {
+        return u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+    }
     let mut w = [0u8; 4];
     let bytes = &block[byte..block.len().min(byte + 4)];
     w[..bytes.len()].copy_from_slice(bytes);
@@ -300,6 +371,10 @@ fn value<D: Block>(q: i32, p: &[f32; MAX_PARAMS]) -> f32 {
                 if both { first_nan(x, x + z) } else { x + z }
             }
             BlockNode::Sub(a, b) => v[a as usize] - v[b as usize],
+            BlockNode::FlipSign(a, b) => {
+                let sign = v[b as usize].to_bits() & 0x8000_0000;
+                f32::from_bits(v[a as usize].to_bits() ^ sign)
+            }
         };
     }
     v[nodes.len() - 1]

@@ -6,8 +6,14 @@ use super::decl::{BlockDecl, BlockFormula, BlockNode as N, Field, ParamNode as P
 use super::plain::{Bf16, F16, F32};
 use super::tables::KVALUES_MXFP4;
 
+mod iq1_iq3;
+mod q1_q8_1;
 mod tables;
+mod tq1_0;
+pub use iq1_iq3::{IQ1_M, IQ1_S, IQ3_S, IQ3_XXS};
+pub use q1_q8_1::{Q1_0, Q8_1};
 pub use tables::{IQ2_S, IQ2_XS, IQ2_XXS, IQ4_NL, IQ4_XS, NVFP4, Q8_K, TQ2_0};
+pub use tq1_0::TQ1_0;
 
 /// A nibble or crumb of the block's bytes (no table, not signed).
 pub(super) const fn field(
@@ -24,6 +30,7 @@ pub(super) const fn field(
         shift_stride,
         bits,
         signed: false,
+        base3: false,
         table: None,
         at,
     }
@@ -70,6 +77,7 @@ pub const Q4_0: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// Q4_1: `(d * qs) + m`.
@@ -102,6 +110,7 @@ pub const Q5_0: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// Q5_1: `(d * (ql | qh << 4)) + m`.
@@ -138,6 +147,7 @@ pub const Q8_0: BlockDecl = BlockDecl {
         nodes: &[N::Q, N::Float(0), N::Param(0), N::Mul(1, 2)],
     },
     grid: None,
+    then: &[],
 };
 
 /// Q2_K: `dl * qs - ml`, `dl = d * (scales & 0xF)`, `ml = dmin * (scales >> 4)`;
@@ -177,6 +187,7 @@ pub const Q2_K: BlockDecl = BlockDecl {
     outputs: &[4, 7],
     formula: D_Q_MINUS_M,
     grid: None,
+    then: &[],
 };
 
 /// Q3_K: `dl * q`, `dl = d * (scale - 32)`, `q = ql - ((hmask bit ^ 1) << 2)`,
@@ -226,6 +237,7 @@ pub const Q4_K: BlockDecl = BlockDecl {
     outputs: &[4, 7],
     formula: D_Q_MINUS_M,
     grid: None,
+    then: &[],
 };
 
 /// Q5_K: Q4_K with a fifth bit: bit `2 p + h` of `qh` byte `16 + l`.
@@ -269,6 +281,7 @@ pub const Q6_K: BlockDecl = BlockDecl {
     outputs: &[3],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// MXFP4: `d * kvalues[nibble]`, `d = e8m0_to_fp32_half(e)`.
@@ -285,9 +298,10 @@ pub const MXFP4: BlockDecl = BlockDecl {
 };
 
 /// Every declared block type.
-pub const ALL: [&BlockDecl; 19] = [
+pub const ALL: [&BlockDecl; 26] = [
     &Q4_0, &Q4_1, &Q5_0, &Q5_1, &Q8_0, &Q2_K, &Q3_K, &Q4_K, &Q5_K, &Q6_K, &MXFP4, &IQ4_NL, &IQ4_XS,
-    &TQ2_0, &Q8_K, &NVFP4, &IQ2_XXS, &IQ2_XS, &IQ2_S,
+    &TQ2_0, &Q8_K, &NVFP4, &IQ2_XXS, &IQ2_XS, &IQ2_S, &IQ3_XXS, &IQ3_S, &IQ1_S, &IQ1_M, &Q8_1,
+    &Q1_0, &TQ1_0,
 ];
 
 const _: () = {
@@ -323,11 +337,11 @@ macro_rules! kernels {
 
 kernels!(
     Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS, TQ2_0, Q8_K,
-    NVFP4, IQ2_XXS, IQ2_XS, IQ2_S
+    NVFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1, Q1_0, TQ1_0
 );
 
 /// The kernel of GGUF type `name` (its GGUF spelling: `Q4_K`, `BF16`, ...), for
-/// the 22 types dq decodes.
+/// the 29 types dq decodes.
 pub fn kernel(name: &str) -> Option<&'static BlockKernel> {
     KERNELS.iter().find(|k| k.name == name)
 }

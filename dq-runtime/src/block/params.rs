@@ -82,6 +82,14 @@ pub(crate) fn bits_of(b: u8, shift: u8, bits: u8, signed: bool) -> i32 {
     }
 }
 
+/// `bits` bits from bit `shift` (< 8) of the little-endian u16 at byte `at` of
+/// `block` (`BlockDecl::check`: the bits lie in the block; a byte past it reads 0).
+#[inline(always)]
+fn two_byte_bits(block: &[u8], at: usize, shift: usize, bits: u8) -> i32 {
+    let w = u16::from_le_bytes([block[at], block.get(at + 1).copied().unwrap_or(0)]);
+    i32::from(w >> shift) & ((1 << bits) - 1)
+}
+
 /// The parameters of every group of `block` into `out[g][k]`.
 #[inline(always)]
 pub(crate) fn eval(d: &BlockDecl, block: &[u8], out: &mut [[f32; MAX_PARAMS]]) {
@@ -99,6 +107,26 @@ pub(crate) fn eval(d: &BlockDecl, block: &[u8], out: &mut [[f32; MAX_PARAMS]]) {
                     floats[i] = f32::from_le_bytes(b);
                 }
                 ParamNode::Ue4m3Half(at) => floats[i] = ue4m3_half(block[at + g]),
+                ParamNode::F16Of(a) => floats[i] = f16_to_f32(ints[a as usize] as u16),
+                ParamNode::Quiet(a) => {
+                    let x = floats[a as usize];
+                    floats[i] = if x.is_nan() {
+                        f32::from_bits(x.to_bits() | 0x0040_0000)
+                    } else {
+                        x
+                    };
+                }
+                ParamNode::Bits {
+                    at,
+                    per,
+                    outer,
+                    inner,
+                    bits,
+                } => {
+                    let (per, g) = (usize::from(per), g);
+                    let bit = usize::from(outer) * (g / per) + usize::from(inner) * (g % per);
+                    ints[i] = two_byte_bits(block, at + bit / 8, bit % 8, bits);
+                }
                 ParamNode::GroupBits { at, shift, bits } => {
                     let bit = usize::from(shift) * g;
                     ints[i] = bits_of(block[at + bit / 8], (bit % 8) as u8, bits, false);

@@ -1,11 +1,16 @@
 //! The `'static` tables block declarations index ([`Table`]), each copied verbatim
-//! from the source its doc names; the IQ2 codebooks are in [`grids`].
+//! from the source its doc names; the IQ2 codebooks are in `grids`, the IQ3 and
+//! IQ1 ones in `grids_iq1_iq3`.
 
 use super::decl::Table;
 
 mod grids;
+mod grids_iq1_iq3;
 pub use grids::{
     IQ2S_GRID, IQ2S_GRID_U64, IQ2XS_GRID, IQ2XS_GRID_U64, IQ2XXS_GRID, IQ2XXS_GRID_U64,
+};
+pub use grids_iq1_iq3::{
+    IQ1S_GRID, IQ1S_GRID_U64, IQ3S_GRID, IQ3S_GRID_U32, IQ3XXS_GRID, IQ3XXS_GRID_U32,
 };
 
 /// MXFP4's e2m1 values, doubled: gguf-py 0.19.0 `MXFP4.kvalues` (ggml-common.h

@@ -13,6 +13,7 @@
 use super::error::{GgufError, Result};
 use super::types::GgmlType;
 
+mod iq1_iq3;
 mod tables;
 pub use tables::ue4m3_to_f32_half;
 
@@ -80,6 +81,13 @@ pub(crate) fn decode(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::IQ2_XXS => blocks(bytes, out, tables::iq2_xxs),
         GgmlType::IQ2_XS => blocks(bytes, out, tables::iq2_xs),
         GgmlType::IQ2_S => blocks(bytes, out, tables::iq2_s),
+        GgmlType::IQ3_XXS => blocks(bytes, out, iq1_iq3::iq3_xxs),
+        GgmlType::IQ3_S => blocks(bytes, out, iq1_iq3::iq3_s),
+        GgmlType::IQ1_S => blocks(bytes, out, iq1_iq3::iq1_s),
+        GgmlType::IQ1_M => blocks(bytes, out, iq1_iq3::iq1_m),
+        GgmlType::Q8_1 => blocks(bytes, out, iq1_iq3::q8_1),
+        GgmlType::Q1_0 => blocks(bytes, out, iq1_iq3::q1_0),
+        GgmlType::TQ1_0 => blocks(bytes, out, iq1_iq3::tq1_0),
         // `dequantize` checked `is_supported`, which is false for every other type.
         _ => {}
     }
@@ -435,7 +443,7 @@ mod tests {
             Err(GgufError::Length { .. })
         ));
         assert!(matches!(
-            dequantize(GgmlType::TQ1_0, &[0; 54], &mut [0f32; 256]),
+            dequantize(GgmlType::I8, &[0; 4], &mut [0f32; 4]),
             Err(GgufError::UnsupportedType { .. })
         ));
         dequantize(GgmlType::Q4_0, &[0; 18], &mut out).unwrap();

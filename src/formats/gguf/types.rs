@@ -109,7 +109,7 @@ impl GgmlType {
             Q5_0 => row("Q5_0", 32, 2 + 4 + 16, true),
             Q5_1 => row("Q5_1", 32, 2 + 2 + 4 + 16, true),
             Q8_0 => row("Q8_0", 32, 2 + 32, true),
-            Q8_1 => row("Q8_1", 32, 4 + 4 + 32, false),
+            Q8_1 => row("Q8_1", 32, 2 + 2 + 32, true),
             Q2_K => row("Q2_K", QK_K, 2 + 2 + QK_K / 16 + QK_K / 4, true),
             Q3_K => row("Q3_K", QK_K, 2 + QK_K / 4 + QK_K / 8 + 12, true),
             Q4_K => row("Q4_K", QK_K, 2 + 2 + QK_K / 2 + 12, true),
@@ -118,15 +118,10 @@ impl GgmlType {
             Q8_K => row("Q8_K", QK_K, 4 + QK_K + QK_K / 8, true),
             IQ2_XXS => row("IQ2_XXS", QK_K, 2 + QK_K / 4, true),
             IQ2_XS => row("IQ2_XS", QK_K, 2 + QK_K / 4 + QK_K / 32, true),
-            IQ3_XXS => row("IQ3_XXS", QK_K, 2 + QK_K / 4 + QK_K / 8, false),
-            IQ1_S => row("IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16, false),
+            IQ3_XXS => row("IQ3_XXS", QK_K, 2 + QK_K / 4 + QK_K / 8, true),
+            IQ1_S => row("IQ1_S", QK_K, 2 + QK_K / 8 + QK_K / 16, true),
             IQ4_NL => row("IQ4_NL", 32, 2 + 16, true),
-            IQ3_S => row(
-                "IQ3_S",
-                QK_K,
-                2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4,
-                false,
-            ),
+            IQ3_S => row("IQ3_S", QK_K, 2 + QK_K / 4 + QK_K / 8 + QK_K / 32 + 4, true),
             IQ2_S => row("IQ2_S", QK_K, 2 + QK_K / 4 + QK_K / 16, true),
             IQ4_XS => row("IQ4_XS", QK_K, 2 + 2 + QK_K / 2 + QK_K / 64, true),
             I8 => row("I8", 1, 1, false),
@@ -134,13 +129,13 @@ impl GgmlType {
             I32 => row("I32", 1, 4, false),
             I64 => row("I64", 1, 8, false),
             F64 => row("F64", 1, 8, false),
-            IQ1_M => row("IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32, false),
+            IQ1_M => row("IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32, true),
             BF16 => row("BF16", 1, 2, true),
-            TQ1_0 => row("TQ1_0", QK_K, 2 + 4 * 13, false),
+            TQ1_0 => row("TQ1_0", QK_K, 2 + 4 * 13, true),
             TQ2_0 => row("TQ2_0", QK_K, 2 + 64, true),
             MXFP4 => row("MXFP4", 32, 1 + 16, true),
             NVFP4 => row("NVFP4", 64, 4 + 32, true),
-            Q1_0 => row("Q1_0", 128, 2 + 16, false),
+            Q1_0 => row("Q1_0", 128, 2 + 16, true),
         }
     }
 
@@ -201,6 +196,9 @@ mod tests {
             (GgmlType::Q6_K, 256, 210),
             (GgmlType::MXFP4, 32, 17),
             (GgmlType::IQ1_M, 256, 56),
+            // ggml-common.h's `block_q8_1` (two f16, 32 bytes); gguf-py 0.19.0's
+            // table still says 40 (two f32).
+            (GgmlType::Q8_1, 32, 36),
         ];
         for (t, b, s) in rows {
             assert_eq!((t.block_size(), t.type_size()), (b, s), "{t}");
@@ -213,9 +211,10 @@ mod tests {
         assert_eq!(
             supported,
             [
-                "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
-                "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ4_NL", "IQ2_S", "IQ4_XS", "BF16",
-                "TQ2_0", "MXFP4", "NVFP4"
+                "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
+                "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",
+                "IQ3_S", "IQ2_S", "IQ4_XS", "IQ1_M", "BF16", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4",
+                "Q1_0"
             ]
         );
     }

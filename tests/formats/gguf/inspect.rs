@@ -46,11 +46,11 @@ fn inspect_prints_tensors_and_metadata() {
     let text = String::from_utf8(o.stdout).unwrap();
     let line = text
         .lines()
-        .find(|l| l.starts_with("q1_0.unsupported"))
+        .find(|l| l.starts_with("tq1_0.unsupported"))
         .unwrap();
-    assert!(line.ends_with(" no"), "{line}");
+    assert!(line.ends_with(" yes"), "{line}");
     assert!(
-        text.contains("56 of 58 tensors of supported types"),
+        text.contains("58 of 58 tensors of supported types"),
         "{text}"
     );
 }

@@ -57,6 +57,7 @@ pub const IQ4_XS: BlockDecl = BlockDecl {
     outputs: &[6],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// TQ2_0: `d * ((qs & 3) - 1)`; element `128 a + 32 p + l` is crumb `p` of byte
@@ -74,6 +75,7 @@ pub const TQ2_0: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// Q8_K (ggml `dequantize_row_q8_K`: `y = x.d * x.qs[j]`, `d` an f32): 256 signed
@@ -94,6 +96,7 @@ pub const Q8_K: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// NVFP4: `d * kvalues[q]`, `d = ue4m3_to_fp32(d_bytes[s])` (halved); element
@@ -114,11 +117,12 @@ pub const NVFP4: BlockDecl = BlockDecl {
     outputs: &[0],
     formula: D_TIMES_Q,
     grid: None,
+    then: &[],
 };
 
 /// A run-constant field (see [`Grid`]): `bits` bits from bit `shift` of byte
 /// `byte`, plus the strides of the outer digits.
-const fn run_field(
+pub(super) const fn run_field(
     byte: usize,
     byte_stride: &'static [usize],
     shift_stride: &'static [u8],
@@ -157,14 +161,16 @@ pub const IQ2_XXS: BlockDecl = BlockDecl {
     formula: D_TIMES_Q,
     grid: Some(Grid {
         table: &IQ2XXS_GRID,
-        index: &[run_field(2, &[8, 1, 0], &[0, 0, 0], 8)],
+        index: &[&[run_field(2, &[8, 1, 0], &[0, 0, 0], 8)]],
         signs: &[run_field(6, &[8, 0, 0], &[0, 7, 0], 7)],
         sign_table: Some(&KSIGNS_IQ2XS),
+        at: 0,
     }),
+    then: &[],
 };
 
 /// `db = d * (0.5 + s) * 0.25` for the scale `s` of node 1 (IQ2's `db`).
-const fn iq2_db(s: P) -> [P; 8] {
+pub(super) const fn iq2_db(s: P) -> [P; 8] {
     [
         P::F16(0),
         s,
@@ -199,13 +205,15 @@ pub const IQ2_XS: BlockDecl = BlockDecl {
     formula: D_TIMES_Q,
     grid: Some(Grid {
         table: &IQ2XS_GRID,
-        index: &[run_field(2, &[4, 2, 0], &[0, 0, 0], 9)],
+        index: &[&[run_field(2, &[4, 2, 0], &[0, 0, 0], 9)]],
         signs: &[Field {
             shift: 1,
             ..run_field(3, &[4, 2, 0], &[0, 0, 0], 7)
         }],
         sign_table: Some(&KSIGNS_IQ2XS),
+        at: 0,
     }),
+    then: &[],
 };
 
 /// IQ2_S: `db * grid * signs`, `db` as IQ2_XS's from the nibbles at 74; element
@@ -230,14 +238,16 @@ pub const IQ2_S: BlockDecl = BlockDecl {
     formula: D_TIMES_Q,
     grid: Some(Grid {
         table: &IQ2S_GRID,
-        index: &[
+        index: &[&[
             run_field(2, &[4, 2, 1, 0], &[0, 0, 0, 0], 8),
             Field {
                 at: 8,
                 ..run_field(66, &[1, 0, 0, 0], &[0, 4, 2, 0], 2)
             },
-        ],
+        ]],
         signs: &[run_field(34, &[4, 2, 1, 0], &[0, 0, 0, 0], 8)],
         sign_table: None,
+        at: 0,
     }),
+    then: &[],
 };
