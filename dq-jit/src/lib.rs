@@ -34,6 +34,7 @@ pub mod block;
 mod cache;
 mod compile;
 mod error;
+mod hoist;
 mod host_f16;
 mod host_lut;
 mod host_prefetch;

@@ -11,12 +11,12 @@
 //!   body:         block at s -> out at o; jump head(s + block_bytes, o + 4 * block_elems, n - 1)
 //! ```
 
+use crate::hoist::Hoisted;
 use std::collections::HashMap;
 
-use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
-    Block, ConstantData, Function, InstBuilder, Signature, Type, UserFuncName, Value, types,
+    Block, Function, InstBuilder, Signature, Type, UserFuncName, Value, types,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -32,7 +32,7 @@ pub(super) struct Emit<'f> {
     /// The host has x86's `pshufb` (zero for an index with its top bit set).
     pshufb: bool,
     entry: Block,
-    consts: HashMap<(Type, Vec<u8>), Value>,
+    consts: Hoisted,
 }
 
 impl<'f> Emit<'f> {
@@ -46,7 +46,7 @@ impl<'f> Emit<'f> {
             b,
             pshufb,
             entry,
-            consts: HashMap::new(),
+            consts: Hoisted::default(),
         };
         (e, p)
     }
@@ -54,20 +54,8 @@ impl<'f> Emit<'f> {
     /// A 128-bit vector constant of type `ty` from its 16 little-endian bytes,
     /// materialised once at the top of the entry block.
     pub(super) fn vconst_bytes(&mut self, ty: Type, bytes: Vec<u8>) -> Value {
-        debug_assert_eq!(bytes.len(), 16);
-        if let Some(&v) = self.consts.get(&(ty, bytes.clone())) {
-            return v;
-        }
-        let mut pos = FuncCursor::new(self.b.func);
-        pos.goto_first_insertion_point(self.entry);
-        let c = pos
-            .func
-            .dfg
-            .constants
-            .insert(ConstantData::from(bytes.clone()));
-        let v = pos.ins().vconst(ty, c);
-        self.consts.insert((ty, bytes), v);
-        v
+        let bytes: [u8; 16] = bytes.try_into().expect("a 128-bit constant is 16 bytes");
+        self.consts.vconst(self.b.func, self.entry, ty, bytes)
     }
 
     /// Byte `idx[i]` of `x` in byte `i` (0 for an index of 0x80), by a constant

@@ -24,13 +24,12 @@
 //!          Groups::Index: the formula one input at a time, each with its group.
 //! ```
 
-use std::collections::HashMap;
+use crate::hoist::Hoisted;
 
-use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, Block, ConstantData, Function, InstBuilder, Signature, StackSlotData, StackSlotKind,
-    Type, UserFuncName, Value, types,
+    AbiParam, Block, Function, InstBuilder, Signature, StackSlotData, StackSlotKind, Type,
+    UserFuncName, Value, types,
 };
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -115,7 +114,7 @@ pub(super) fn build(shape: &Shape, isa: &OwnedTargetIsa, host_f16: bool) -> Func
         b,
         s: shape,
         entry,
-        consts: HashMap::new(),
+        consts: Hoisted::default(),
         p,
         slot,
         k1,
@@ -164,7 +163,7 @@ struct Emit<'a, 'f> {
     b: FunctionBuilder<'f>,
     s: &'a Shape,
     entry: Block,
-    consts: HashMap<(Type, [u8; 16]), Value>,
+    consts: Hoisted,
     p: Ptrs,
     /// A stack slot of 8 x 64 bytes: per row of a word column or quad, the current
     /// group's 16 outputs as low and high byte tables (32 bytes), then 32 bytes
@@ -217,19 +216,7 @@ impl Emit<'_, '_> {
 
     /// A vector constant from its 16 bytes, emitted once at the top of the entry block.
     fn vconst_bytes(&mut self, ty: Type, bytes: [u8; 16]) -> Value {
-        if let Some(&v) = self.consts.get(&(ty, bytes)) {
-            return v;
-        }
-        let mut pos = FuncCursor::new(self.b.func);
-        pos.goto_first_insertion_point(self.entry);
-        let c = pos
-            .func
-            .dfg
-            .constants
-            .insert(ConstantData::from(bytes.to_vec()));
-        let v = pos.ins().vconst(ty, c);
-        self.consts.insert((ty, bytes), v);
-        v
+        self.consts.vconst(self.b.func, self.entry, ty, bytes)
     }
 
     /// An I32X4 (or F32X4 by bits) constant with every lane `v`.

@@ -14,13 +14,12 @@
 //!          else: the formula one code at a time (base values from the table)
 //! ```
 
-use std::collections::HashMap;
+use crate::hoist::Hoisted;
 
-use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    AbiParam, Block, ConstantData, Function, InstBuilder, Signature, StackSlotData, StackSlotKind,
-    Type, UserFuncName, Value, types,
+    AbiParam, Block, Function, InstBuilder, Signature, StackSlotData, StackSlotKind, Type,
+    UserFuncName, Value, types,
 };
 use cranelift_codegen::isa::{CallConv, OwnedTargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -77,7 +76,7 @@ pub(super) fn build(shape: &CodedShape, isa: &OwnedTargetIsa) -> Function {
         b,
         s: shape,
         entry,
-        consts: HashMap::new(),
+        consts: Hoisted::default(),
         p,
         slot,
     };
@@ -127,7 +126,7 @@ struct Emit<'a, 'f> {
     b: FunctionBuilder<'f>,
     s: &'a CodedShape,
     entry: Block,
-    consts: HashMap<(Type, [u8; 16]), Value>,
+    consts: Hoisted,
     p: Ptrs,
     /// 64 bytes: the current group's 16 outputs.
     slot: Value,
@@ -161,19 +160,7 @@ impl Emit<'_, '_> {
 
     /// A vector constant from its 16 bytes, emitted once at the top of the entry block.
     fn vconst_bytes(&mut self, ty: Type, bytes: [u8; 16]) -> Value {
-        if let Some(&v) = self.consts.get(&(ty, bytes)) {
-            return v;
-        }
-        let mut pos = FuncCursor::new(self.b.func);
-        pos.goto_first_insertion_point(self.entry);
-        let c = pos
-            .func
-            .dfg
-            .constants
-            .insert(ConstantData::from(bytes.to_vec()));
-        let v = pos.ins().vconst(ty, c);
-        self.consts.insert((ty, bytes), v);
-        v
+        self.consts.vconst(self.b.func, self.entry, ty, bytes)
     }
 
     fn var(&mut self, ty: Type, init: Value) -> Variable {
