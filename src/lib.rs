@@ -31,7 +31,7 @@ pub use dq_runtime::{Element, Job, JobPart, Plan, Tensor, TensorDesc, TensorMut}
 pub use options::Options;
 
 // Named modules of the layers below, for users who build on them.
-pub use dq_runtime::{arch, block, convert, dtype, exec, linear, minifloat, policy, rules};
+pub use dq_runtime::{arch, block, convert, dtype, exec, linear, minifloat, policy, races, rules};
 
 use dq_runtime::Backends;
 use std::sync::OnceLock;

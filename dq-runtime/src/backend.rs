@@ -116,7 +116,7 @@ impl Backends {
             return paying[0];
         }
         let first = paying[0];
-        let Ok(race) = Race::new(paying) else {
+        let Ok(race) = Race::for_plan(paying, plan) else {
             return first;
         };
         // Leaked: one small race per plan, at most MAX_RACES.

@@ -10,6 +10,8 @@
 //!   unknown value counts as unset.
 //! - `DQ_STREAM=1|on`: the older spelling of `DQ_STORE=nontemporal` (ignored
 //!   where `DQ_STORE` is set).
+//! - `DQ_TUNING=<path>|off`: the file races' choices are remembered in between
+//!   runs, or none ([`crate::races::memory`]).
 //!
 //! Test suites read their own switches (`DQ_REQUIRE_ALL_PATHS` and others) in
 //! their own code; the JIT's developer switches are read by `dq-jit`.
@@ -23,6 +25,7 @@ use std::sync::OnceLock;
 struct Vars {
     isa: Option<String>,
     store: Option<String>,
+    tuning: Option<String>,
 }
 
 fn vars() -> &'static Vars {
@@ -32,6 +35,7 @@ fn vars() -> &'static Vars {
         Vars {
             isa: var("DQ_ISA"),
             store: store_name(var("DQ_STORE"), var("DQ_STREAM").as_deref()),
+            tuning: var("DQ_TUNING").filter(|v| !v.is_empty()),
         }
     })
 }
@@ -46,6 +50,12 @@ pub fn isa() -> Option<&'static str> {
 /// (parsed by [`StoreStrategy::parse`](crate::policy::StoreStrategy::parse)).
 pub fn store() -> Option<&'static str> {
     vars().store.as_deref()
+}
+
+/// Where races' choices are remembered, as `DQ_TUNING` gives it, if set
+/// (`off`: nowhere).
+pub fn tuning() -> Option<&'static str> {
+    vars().tuning.as_deref()
 }
 
 /// [`store`] from the values `DQ_STORE` and `DQ_STREAM` have (`None`: unset).

@@ -9,6 +9,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use crate::arch;
+use crate::races::memory;
 
 mod calibrate;
 mod per_plan;
@@ -76,6 +77,9 @@ pub enum StoreSource {
         /// The times.
         ns: [u64; 3],
     },
+    /// Measured by an earlier run on this machine and remembered
+    /// ([`crate::races::memory`]).
+    Remembered,
 }
 
 /// The strategy for large outputs on this thread: the current [`Tuning`]'s, else
@@ -98,7 +102,11 @@ pub fn large_store_choice() -> (StoreStrategy, StoreSource) {
     let mut source = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
     let how = *source.get_or_insert_with(|| {
         let env = crate::env::store().and_then(StoreStrategy::parse);
-        let (s, how) = decide(env, calibrate::calibrate);
+        let recalled = || memory::recall(MEMORY_RACE, "process", 3).map(|i| StoreStrategy::ALL[i]);
+        let (s, how) = decide(env, recalled, calibrate::calibrate);
+        if let StoreSource::Measured { .. } = how {
+            memory::remember(MEMORY_RACE, "process", s as usize);
+        }
         LARGE_STORE.store(s as u8, Ordering::Relaxed);
         how
     });
@@ -201,19 +209,25 @@ static LARGE_STORE: AtomicU8 = AtomicU8::new(u8::MAX);
 /// How [`LARGE_STORE`] was chosen; `None` before it is. Held while choosing.
 static SOURCE: Mutex<Option<StoreSource>> = Mutex::new(None);
 
-/// The strategy the environment names (`env`), else the fastest that `measure`
-/// times; and how it was chosen. `measure` runs only without `env`.
+/// The name the process's and the plans' store choices are remembered under.
+const MEMORY_RACE: &str = "store";
+
+/// The strategy the environment names (`env`), else the one an earlier run
+/// measured (`recall`), else the fastest that `measure` times; and how it was
+/// chosen. Each runs only when the ones before give nothing.
 fn decide(
     env: Option<StoreStrategy>,
+    recall: impl FnOnce() -> Option<StoreStrategy>,
     measure: impl FnOnce() -> [u64; 3],
 ) -> (StoreStrategy, StoreSource) {
-    match env {
-        Some(s) => (s, StoreSource::Env),
-        None => {
-            let ns = measure();
-            (calibrate::choose(ns), StoreSource::Measured { ns })
-        }
+    if let Some(s) = env {
+        return (s, StoreSource::Env);
     }
+    if let Some(s) = recall() {
+        return (s, StoreSource::Remembered);
+    }
+    let ns = measure();
+    (calibrate::choose(ns), StoreSource::Measured { ns })
 }
 
 #[cfg(test)]
@@ -294,13 +308,22 @@ mod tests {
     fn the_environment_overrides_the_measurement() {
         use StoreStrategy::{NonTemporal, Plain, Prefetch};
         let never = || -> [u64; 3] { panic!("measured despite the environment") };
-        assert_eq!(decide(Some(Plain), never), (Plain, StoreSource::Env));
+        let nothing = || None;
+        let remembered = || Some(Prefetch);
+        assert_eq!(
+            decide(Some(Plain), remembered, never),
+            (Plain, StoreSource::Env)
+        );
+        assert_eq!(
+            decide(None, remembered, never),
+            (Prefetch, StoreSource::Remembered)
+        );
         let ns = [300, 200, 100];
         let measured = StoreSource::Measured { ns };
-        assert_eq!(decide(None, || ns), (NonTemporal, measured));
+        assert_eq!(decide(None, nothing, || ns), (NonTemporal, measured));
         let ns = [300, 100, 200];
         let measured = StoreSource::Measured { ns };
-        assert_eq!(decide(None, || ns), (Prefetch, measured));
+        assert_eq!(decide(None, nothing, || ns), (Prefetch, measured));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! choice dq makes while it runs: per key, each of `N` candidates is timed until
 //! every one has [`Rules::rounds`] timings; then one is chosen for the key for
 //! good, a default unless another beats it by more than [`Rules::margin_percent`]
-//! (timing noise must not flip a choice).
+//! (timing noise must not flip a choice). Races made with a name remember their
+//! choices between runs ([`memory`]), so the next process starts decided.
 //!
 //! Such races: the block forms ([`crate::block`]), the store strategy per plan
 //! ([`crate::policy::race_store`]), `auto`'s kernel per plan
@@ -25,6 +26,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+pub mod memory;
 
 /// Which figure of a candidate's timings counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +99,8 @@ pub struct Race {
     rules: Rules,
     tally: Mutex<Tally>,
     choice: OnceLock<usize>,
+    /// The race's name and key its choice is remembered under.
+    memo: Option<(&'static str, String)>,
 }
 
 impl Race {
@@ -105,6 +110,25 @@ impl Race {
             rules,
             tally: Mutex::new(Tally::new(candidates.get())),
             choice: OnceLock::new(),
+            memo: None,
+        }
+    }
+
+    /// A race whose choice is remembered between runs as `key` of `race`
+    /// ([`memory`]): decided from the start where it was remembered.
+    pub fn remembered(
+        rules: Rules,
+        candidates: NonZeroUsize,
+        race: &'static str,
+        key: String,
+    ) -> Race {
+        let r = Race::new(rules, candidates);
+        if let Some(c) = memory::recall(race, &key, candidates.get()) {
+            let _ = r.choice.set(c);
+        }
+        Race {
+            memo: Some((race, key)),
+            ..r
         }
     }
 
@@ -137,6 +161,9 @@ impl Race {
         if let Some(c) = tally.add(&self.rules, candidate, ns_per_element, default) {
             // Under the lock: the first decision is the only one.
             let _ = self.choice.set(c);
+            if let Some((race, key)) = &self.memo {
+                memory::remember(race, key, c);
+            }
         }
     }
 
@@ -153,6 +180,9 @@ impl Race {
     }
 }
 
+/// The name a race's choices are remembered under, and each key's text.
+type Memo<K> = (&'static str, fn(&K) -> String);
+
 /// A key's timings so far, or its choice.
 type Entry = Result<usize, Tally>;
 
@@ -160,6 +190,8 @@ type Entry = Result<usize, Tally>;
 pub struct Races<K, const N: usize> {
     rules: Rules,
     map: Mutex<Option<HashMap<K, Entry>>>,
+    /// The name choices are remembered under, and each key's text ([`memory`]).
+    memo: Option<Memo<K>>,
 }
 
 impl<K: Eq + Hash, const N: usize> Races<K, N> {
@@ -169,6 +201,18 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
         Races {
             rules,
             map: Mutex::new(None),
+            memo: None,
+        }
+    }
+
+    /// Races whose choices are remembered between runs under the name `race`,
+    /// each key as `text` writes it ([`memory`]).
+    pub const fn remembered(rules: Rules, race: &'static str, text: fn(&K) -> String) -> Self {
+        const { assert!(N > 0, "a race needs a candidate") };
+        Races {
+            rules,
+            map: Mutex::new(None),
+            memo: Some((race, text)),
         }
     }
 
@@ -182,16 +226,34 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
     }
 
     /// The candidate for the next call of `key` and whether to time it: the
-    /// choice, untimed, once made; else the first with the fewest timings.
-    pub fn next<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> (usize, bool)
+    /// choice, untimed, once made (or remembered); else the first with the
+    /// fewest timings.
+    pub fn next<Q>(&self, key: &Q) -> (usize, bool)
     where
         K: Borrow<Q>,
+        Q: Eq + Hash + ToOwned<Owned = K> + ?Sized,
     {
-        match self.lock().as_ref().and_then(|m| m.get(key)) {
-            Some(Ok(c)) => (*c, false),
-            Some(Err(t)) => (t.next(), true),
-            None => (0, true),
+        match self.entry(&mut self.lock(), key) {
+            Ok(c) => (*c, false),
+            Err(t) => (t.next(), true),
         }
+    }
+
+    /// `key`'s entry, made on first sight: the choice remembered for it (a
+    /// remembered race, [`memory`]), else a race not yet timed.
+    fn entry<'m, Q>(&self, map: &'m mut Option<HashMap<K, Entry>>, key: &Q) -> &'m mut Entry
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ToOwned<Owned = K> + ?Sized,
+    {
+        let map = map.get_or_insert_with(HashMap::new);
+        if !map.contains_key(key) {
+            let owned = key.to_owned();
+            let recalled =
+                (self.memo).and_then(|(race, text)| memory::recall(race, &text(&owned), N));
+            map.insert(owned, recalled.ok_or_else(|| Tally::new(N)));
+        }
+        map.get_mut(key).expect("inserted above")
     }
 
     /// Records a timed call of `candidate` for `key`; the last timing needed
@@ -203,26 +265,24 @@ impl<K: Eq + Hash, const N: usize> Races<K, N> {
         Q: Eq + Hash + ToOwned<Owned = K> + ?Sized,
     {
         let mut map = self.lock();
-        let map = map.get_or_insert_with(HashMap::new);
-        if !map.contains_key(key) {
-            map.insert(key.to_owned(), Err(Tally::new(N)));
-        }
-        let Some(entry) = map.get_mut(key) else {
-            return;
-        };
+        let entry = self.entry(&mut map, key);
         if let Err(t) = entry
             && let Some(c) = t.add(&self.rules, candidate, ns_per_element, default)
         {
             *entry = Ok(c);
+            if let Some((race, text)) = self.memo {
+                memory::remember(race, &text(&key.to_owned()), c);
+            }
         }
     }
 
-    /// The choice made for `key`, once its race is over.
-    pub fn chosen<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> Option<usize>
+    /// The choice made (or remembered) for `key`, once its race is over.
+    pub fn chosen<Q>(&self, key: &Q) -> Option<usize>
     where
         K: Borrow<Q>,
+        Q: Eq + Hash + ToOwned<Owned = K> + ?Sized,
     {
-        self.lock().as_ref()?.get(key)?.as_ref().ok().copied()
+        self.entry(&mut self.lock(), key).as_ref().ok().copied()
     }
 
     /// Every key whose race is over, with its choice.

@@ -267,6 +267,7 @@ fn machine_json(dst_bytes: usize) -> Value {
     let (large, source) = policy::large_store_choice();
     let (how, ns) = match source {
         StoreSource::Env => ("env", None),
+        StoreSource::Remembered => ("remembered", None),
         StoreSource::Measured { ns } => ("measured", Some(ns)),
     };
     let measured = ns.map(|ns| {
@@ -309,6 +310,13 @@ fn print_machine(m: &Value) {
                 .map(|(k, v)| format!("{k} {:.0} us", v.as_f64().unwrap_or(0.0) / 1e3))
                 .collect();
             format!("measured per 4 MiB: {}", t.join(", "))
+        }
+        None if s("large_store_source") == "remembered" => {
+            let file = dq::races::memory::file().map(|f| f.display().to_string());
+            let file = file.unwrap_or_default();
+            format!(
+                "measured by an earlier run, remembered in {file}; DQ_TUNING=off measures afresh"
+            )
         }
         None => s("large_store_source"),
     };

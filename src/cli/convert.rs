@@ -579,4 +579,7 @@ fn print_summary(output: &Path, dtype: OutDtype, opts: &Options, s: &Summary) {
         opts.backend(),
         opts.threads(),
     );
+    if let Some(line) = super::choices::auto_line() {
+        println!("{line}");
+    }
 }

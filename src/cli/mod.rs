@@ -9,6 +9,7 @@
 mod args;
 mod bench;
 mod case;
+mod choices;
 mod cleanup;
 mod convert;
 mod demo;
@@ -37,6 +38,7 @@ use error::CliError;
 /// Parses the command line and runs the subcommand.
 pub fn main() -> ExitCode {
     cleanup::install();
+    choices::remember();
     let matches = match args::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => return clap_error(e),

@@ -3,7 +3,9 @@
 //! output type), its first large calls run on the generated backend and the JIT in
 //! turn, [`ROUNDS`] timed calls each, and the faster by its fastest call per
 //! element is kept (noise only adds time). The generated backend stays unless the
-//! JIT beats it by more than [`MARGIN_PERCENT`].
+//! JIT beats it by more than [`MARGIN_PERCENT`]. Where choices are remembered
+//! ([`dq_runtime::races::memory`]: the CLI's default), the next run starts with
+//! this one's, so a kind keeps its backend from run to run.
 //!
 //! Why neither is right for every kind and host (BENCHMARKS.md):
 //! - linears: the generated driver has an AVX-512 VBMI fast path for 4-bit GPTQ
@@ -51,8 +53,9 @@ impl Pick {
     }
 }
 
-/// The races by kind (candidates: generated, JIT).
-static RACES: Races<String, 2> = Races::new(RULES);
+/// The races by kind (candidates: generated, JIT), remembered between runs
+/// ([`dq_runtime::races::memory`]).
+static RACES: Races<String, 2> = Races::remembered(RULES, "backend", String::clone);
 
 /// The candidate for the next call of kind `key`, and whether to time it.
 pub fn next(key: &str) -> (Pick, bool) {

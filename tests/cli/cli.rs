@@ -11,6 +11,7 @@ use support::conformance::case_dirs;
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(args)
         .output()
         .expect("running the dq binary")
@@ -871,6 +872,7 @@ fn dq_without_exec_memory(args: &[&str]) -> Option<Output> {
     const PR_SET_MDWE: libc::c_int = 65;
     const PR_MDWE_REFUSE_EXEC_GAIN: libc::c_ulong = 1;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dq"));
+    cmd.env("DQ_TUNING", "off");
     cmd.args(args);
     // SAFETY: the closure only calls prctl, which is async-signal-safe and touches
     // no memory of the parent.

@@ -45,6 +45,7 @@ fn dq_bin() -> String {
 fn run_dq(dir: &Path, args: &[String]) -> Output {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(dq_bin());
+    cmd.env("DQ_TUNING", "off");
     cmd.args(args)
         .current_dir(dir)
         .stdin(Stdio::null())

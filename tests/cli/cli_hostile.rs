@@ -285,6 +285,7 @@ fn truncate_while_converting(input: &Path, keep: u64, extra: &[&str]) -> Option<
     let mut args = vec!["convert", s(input), s(&out)];
     args.extend(extra);
     let child = std::process::Command::new(dq_bin())
+        .env("DQ_TUNING", "off")
         .args(&args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -20,6 +20,7 @@ fn fixtures() -> PathBuf {
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(args)
         .output()
         .expect("running the dq binary")

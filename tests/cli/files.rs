@@ -148,6 +148,7 @@ pub const HANG: Duration = Duration::from_secs(60);
 pub fn dq_limited(args: &[&str], as_limit: Option<u64>) -> Output {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(dq_bin());
+    cmd.env("DQ_TUNING", "off");
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -10,6 +10,7 @@ use support::conformance::assert_same_values;
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(args)
         .output()
         .expect("running the dq binary")

@@ -18,6 +18,7 @@ fn fixtures() -> PathBuf {
 
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(args)
         .output()
         .expect("running the dq binary")
@@ -436,6 +437,7 @@ fn parts_and_finish_make_the_same_bytes_as_one_run() {
 fn dq_fsize(args: &[&str], limit: u64, ignore: bool) -> Output {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dq"));
+    cmd.env("DQ_TUNING", "off");
     cmd.args(args);
     // SAFETY: the closure only calls setrlimit and signal, both async-signal-safe.
     unsafe {

@@ -36,6 +36,7 @@ const CHECKPOINTS: [(&str, &str, &str); 2] =
 fn converted(name: &str, dtype: &str, out: &Path) {
     let input = folder().join(name);
     let o = Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(["convert", input.to_str().unwrap(), out.to_str().unwrap()])
         .args(["--dtype", dtype])
         .output()

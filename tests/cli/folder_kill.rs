@@ -55,6 +55,7 @@ fn writing(dir: &Path) -> bool {
 /// Starts the conversion and SIGKILLs it once it writes; `false` if it finished first.
 fn kill_while_writing(args: &[&str], dir: &Path) -> bool {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -98,6 +99,7 @@ fn a_run_killed_mid_write_leaves_no_folder_and_the_next_run_cleans_up() {
         assert!(left[0].starts_with(".dq-convert-") && left[0].ends_with(".tmp"));
         // The next run deletes the killed run's folder and writes OUT_DIR.
         let o = Command::new(env!("CARGO_BIN_EXE_dq"))
+            .env("DQ_TUNING", "off")
             .args(&all)
             .output()
             .unwrap();

@@ -22,6 +22,7 @@ fn folder() -> PathBuf {
 
 fn convert(input: &Path, out: &Path) -> Output {
     let o = Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(["convert", input.to_str().unwrap(), out.to_str().unwrap()])
         .output()
         .expect("running the dq binary");

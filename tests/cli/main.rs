@@ -23,3 +23,5 @@ mod folder_kill;
 mod folder_tokenizer;
 mod model;
 mod split;
+#[cfg(all(unix, feature = "jit"))]
+mod tuning;

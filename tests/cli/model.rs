@@ -79,6 +79,7 @@ fn jit_compiles_one_kernel_per_distinct_loop_nest() {
         return;
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args([
             "model", "--preset", "tiny", "--scheme", "u4-bf16", "--group", "64",
         ])
@@ -118,6 +119,7 @@ fn a_bad_group_is_an_error_not_a_panic() {
 #[test]
 fn cli_model_verify_json_reports_counts() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args([
             "model", "--preset", "tiny", "--scheme", "s4-f16", "--group", "64",
         ])
@@ -166,6 +168,7 @@ fn cli_model_verify_json_reports_counts() {
 #[test]
 fn cli_model_rejects_unknown_preset_with_exit_2() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(["model", "--preset", "gpt-9"])
         .output()
         .unwrap();

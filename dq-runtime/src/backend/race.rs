@@ -9,6 +9,10 @@
 //! ([`crate::policy::race_store`]), and only calls at its settled strategy are timed for
 //! this race, so each kernel is compared at its best strategy. Once the winner is
 //! chosen, `auto` stores as the winner does ([`Kernel::store_backend`]).
+//!
+//! A race made [`for_plan`](Race::for_plan) is remembered between runs
+//! ([`races::memory`]) under the plan and its candidates, so the next run keeps
+//! the same kernel.
 
 use core::num::NonZeroUsize;
 use core::ops::Range;
@@ -60,6 +64,24 @@ impl Race {
             race: races::Race::new(Self::RULES, n),
             preferred,
         })
+    }
+
+    /// A race between `kernels` for `plan`, remembered between runs as
+    /// `auto PLAN-HASH BACKENDS` ([`races::memory`]): decided from the start
+    /// where an earlier run decided it.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn for_plan(kernels: Vec<&'static dyn Kernel>, plan: &Plan) -> Result<Race> {
+        use std::hash::{Hash, Hasher};
+        let mut r = Race::new(kernels)?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        plan.hash(&mut h);
+        let names: Vec<&str> = r.kernels.iter().map(|k| k.backend().name()).collect();
+        let key = format!("{:016x} {}", h.finish(), names.join(","));
+        let n = NonZeroUsize::new(r.kernels.len()).unwrap_or(NonZeroUsize::MIN);
+        r.race = races::Race::remembered(Self::RULES, n, "auto", key);
+        Ok(r)
     }
 
     /// The kernels racing.

@@ -45,7 +45,11 @@ type Samples = [Vec<f64>; form::COUNT];
 pub type Key = (&'static str, Isa, DType);
 
 /// The races by [`Key`].
-static RACES: Races<Key, { form::COUNT }> = Races::new(RULES);
+/// Remembered between runs ([`crate::races::memory`]) as `block-form NAME ISA DTYPE`.
+static RACES: Races<Key, { form::COUNT }> =
+    Races::remembered(RULES, "block-form", |(name, isa, dt)| {
+        format!("{name} {} {dt}", isa.name())
+    });
 
 /// The form for the next call of `key`, and whether to time it.
 pub(super) fn next(key: Key) -> (usize, bool) {

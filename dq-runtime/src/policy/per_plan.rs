@@ -5,7 +5,8 @@
 //! with non-temporal stores than with prefetching, u4 -> f16 (group 1x128) the
 //! other way round (BENCHMARKS.md). So while no override is in force (`DQ_STORE`, or a test's), the first
 //! large calls of each (plan, backend) take every strategy in turn, [`ROUNDS`]
-//! timed calls each, and the fastest is kept for that key.
+//! timed calls each, and the fastest is kept for that key (and remembered for the
+//! next run, [`crate::races::memory`]).
 
 use core::cell::Cell;
 
@@ -29,7 +30,8 @@ const RULES: Rules = Rules {
 type Samples = [Vec<f64>; 3];
 
 /// The races, by key (candidates in [`StoreStrategy::ALL`] order).
-static RACES: Races<u64, 3> = Races::new(RULES);
+/// Remembered between runs ([`crate::races::memory`]) under the plan's key.
+static RACES: Races<u64, 3> = Races::remembered(RULES, super::MEMORY_RACE, |k| format!("{k:016x}"));
 
 thread_local! {
     /// The strategy of the call running on this thread, if one was set.

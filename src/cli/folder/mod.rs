@@ -200,6 +200,9 @@ pub fn convert(a: &ConvertArgs, opts: &Options) -> Result<(), ConvertError> {
         opts.backend(),
         opts.threads(),
     );
+    if let Some(line) = crate::cli::choices::auto_line() {
+        println!("{line}");
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use super::{fixture, fixtures};
 /// Runs the dq binary.
 fn dq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dq"))
+        .env("DQ_TUNING", "off")
         .args(args)
         .output()
         .expect("running the dq binary")
