@@ -78,13 +78,15 @@ impl CompiledKernel {
     }
 
     /// True when running `len` elements streams the output (non-temporal stores)
-    /// rather than storing it directly: the kernel streams its lookups itself
-    /// ([`HostLookups::Stream`]), or the plan's store strategy is
+    /// rather than storing it directly: the kernel streams its lookups or its
+    /// lines itself ([`HostLookups::Stream`], [`Spec::stream_lines`]), or the
+    /// plan's store strategy is
     /// [`StoreStrategy::NonTemporal`], the range writes at least
     /// [`STREAM_MIN_BYTES`] and dst is dense (through a per-thread block buffer).
     pub fn streams(&self, len: usize) -> bool {
         let l = &self.spec.lowering;
         self.spec.host_lookups == Some(HostLookups::Stream)
+            || self.spec.stream_lines
             || policy::store_for(l.output_bytes()) == StoreStrategy::NonTemporal
                 && len.saturating_mul(l.dst_bytes()) >= STREAM_MIN_BYTES
                 && l.dst_dense
@@ -127,6 +129,11 @@ impl CompiledKernel {
         if self.spec.host_lookups == Some(HostLookups::Stream) {
             // SAFETY: as below; the kernel's lookups stream their stores, which the
             // fence orders before the output is read.
+            unsafe { self.call(job, scales, job.dst_ptr(), range) };
+            arch::stream_fence();
+        } else if self.spec.stream_lines {
+            // SAFETY: as below; the fence orders the kernel's non-temporal stores
+            // (whole lines of its own range) before the output is read.
             unsafe { self.call(job, scales, job.dst_ptr(), range) };
             arch::stream_fence();
         } else if self.spec.f16_blocks {

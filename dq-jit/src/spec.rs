@@ -28,6 +28,7 @@ pub struct Spec {
     pub(crate) f16_tables: bool,
     pub(crate) host_lookups: Option<HostLookups>,
     pub(crate) f32_scales: bool,
+    pub(crate) stream_lines: bool,
 }
 
 /// What the JIT may call the host's instructions for (both by default, where
@@ -110,6 +111,20 @@ impl Spec {
         self.host_lookups
     }
 
+    /// The vector steps store their 16 f32 results (one 64-byte line) with
+    /// non-temporal stores where the line is 64-byte aligned, plain stores
+    /// elsewhere, straight to dst (no staging block); the elements before a
+    /// segment's first line are peeled one by one. A large, dense f32 output
+    /// with a contiguous inner loop, a scale per element or segments of at least
+    /// [`STREAM_SEGMENT_MIN`] (or one per run), and no table segments, where large outputs
+    /// stream ([`policy::large_store`] when the kernel is compiled, as for
+    /// [`HostLookups::Stream`]). Copying through a staging block cost about a
+    /// fifth more time than the generated kernel's streamed stores at 8192x8192
+    /// s8 -> f32 on AMD EPYC Zen 4 (BENCHMARKS.md).
+    pub fn stream_lines(&self) -> bool {
+        self.stream_lines
+    }
+
     /// f16 scales that change every few elements of the inner loop are widened
     /// to f32 once per call, before the kernel runs, which then reads f32
     /// scales (see [`scale_type`](Self::scale_type)); exact, so the bits do not
@@ -164,6 +179,20 @@ impl Spec {
                 HostLookups::Store
             }
         });
+        // Contiguous, and a scale per element or segments long enough that the
+        // elements peeled before each one's first line cost little.
+        let lines = |l: &dq_runtime::Loop| {
+            let segments = l.group == 1 || l.is_constant() || l.group >= STREAM_SEGMENT_MIN;
+            l.src_stride == 1 && l.dst_stride == 1 && segments
+        };
+        let contiguous = lowering.loops.last().is_some_and(lines);
+        let stream_lines = cfg!(target_arch = "x86_64")
+            && lowering.dst == DType::F32
+            && lowering.dst_dense
+            && contiguous
+            && !tables
+            && policy::is_large_output(lowering.output_bytes())
+            && policy::large_store() == StoreStrategy::NonTemporal;
         Ok(Spec {
             formula,
             facts,
@@ -172,6 +201,7 @@ impl Spec {
             f16_tables,
             host_lookups,
             f32_scales: crate::scales::pays(lowering),
+            stream_lines,
         })
     }
 
@@ -229,6 +259,12 @@ pub struct Analysis {
     /// integer round-to-nearest-even already gives `bits >> 16` with the quiet bit.
     pub plain_bf16: bool,
 }
+
+/// The shortest segment (elements of one scale) a [`Spec::stream_lines`] kernel
+/// peels to a line start: at most 15 elements one by one per segment; with
+/// groups of 128, the peel made u8 -> f32 take about 1.6x the generated kernel's
+/// time on AMD EPYC Zen 4, so shorter segments stream through the staging block.
+pub const STREAM_SEGMENT_MIN: usize = 1024;
 
 /// Zero points in `-Z_LIMIT..=Z_LIMIT` may take the vector path (run-time check for
 /// s32/s64 zero points): `z + 2^23 + 128`, which the vector code converts, then

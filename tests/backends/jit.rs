@@ -548,6 +548,94 @@ fn host_lookups_match_reference_at_every_dst_offset() {
     }
 }
 
+/// The JIT's streamed lines (`Spec::stream_lines`): a large dense f32 output,
+/// while large outputs stream, is written straight to dst, each 16-element step
+/// on a 64-byte line as one non-temporal line, the others plainly; stored
+/// plainly while they do not. s8, u8 and short-group 4-bit src, dst at every
+/// 4-byte offset of a line (so steps start lines or never do), groups with
+/// remainders, odd row lengths, whole runs and random sub-ranges.
+#[test]
+fn streamed_lines_match_reference_at_every_dst_offset() {
+    if !cfg!(target_arch = "x86_64") {
+        support::path_unavailable("JIT streamed lines (x86-64 only)");
+        return;
+    }
+    let reference = Reference::default();
+    let mut r = Rng::new(0x51ea_3);
+    let per_group = |g| DynamicDequantize::per_group(vec![1, g]);
+    // (src, zps, shape, op, scales' shape, streams lines while large outputs stream)
+    let cases = [
+        (
+            DType::S8,
+            None,
+            [3, 2048],
+            DynamicDequantize::per_channel(0),
+            vec![3],
+            true,
+        ),
+        (
+            DType::S8,
+            None,
+            [4, 512],
+            DynamicDequantize::per_channel(0),
+            vec![4],
+            false,
+        ),
+        (
+            DType::S8,
+            Some(DType::S8),
+            [3, 1000],
+            DynamicDequantize::per_channel(1),
+            vec![1000],
+            true,
+        ),
+        (
+            DType::S4,
+            Some(DType::S8),
+            [6, 250],
+            DynamicDequantize::per_channel(1),
+            vec![250],
+            true,
+        ),
+        (
+            DType::U8,
+            Some(DType::U8),
+            [3, 2500],
+            per_group(1024),
+            vec![3, 3],
+            true,
+        ),
+        (
+            DType::U8,
+            Some(DType::U8),
+            [5, 333],
+            per_group(64),
+            vec![5, 6],
+            false,
+        ),
+    ];
+    for store in [StoreStrategy::NonTemporal, StoreStrategy::Plain] {
+        let _switch = support::paths::store_switch(store, Some(1024));
+        // A fresh JIT: its kernels' specs follow the switch.
+        let jit = Jit::new(&STANDARD, 64);
+        for (src, zps, shape, op, ss, lines) in cases.clone() {
+            let c = dynamic(op, src, zps, DType::F32, &shape, &ss, false);
+            let plan = c.plan().expect("valid case");
+            let spec = jit.spec(&plan).expect("spec");
+            let want = lines && store == StoreStrategy::NonTemporal;
+            assert_eq!(
+                spec.stream_lines(),
+                want,
+                "{shape:?} {src:?} under {store:?}"
+            );
+            for at in (0..64).step_by(4) {
+                check_at(&c, &jit, &reference, &mut r, at);
+            }
+        }
+        support::paths::ran(&format!("jit streamed lines under {store:?}"));
+    }
+}
+
 /// `Jit::spec` and `Jit::clif` describe the kernel the cache holds, not the one
 /// the current globals would make: a kernel compiled while large outputs are
 /// stored plainly keeps its ordinary host lookups after the strategy turns

@@ -10,7 +10,7 @@ use dq_runtime::DType;
 use super::eval::Ints;
 use super::float_src::Codes;
 use super::lane_loads::{MAGIC, bias};
-use super::{Run, STEP, Translator, mem};
+use super::{Params, Run, STEP, Translator, lanes, mem};
 use crate::spec::Z_LIMIT;
 
 /// The steps of [`Translator::emit_vector_loop`].
@@ -140,6 +140,11 @@ impl<'a, 'f> Translator<'a, 'f> {
         } else {
             j0
         };
+        let j0 = if self.spec.stream_lines {
+            self.emit_line_peel(j0, j1, run)
+        } else {
+            j0
+        };
         // Elements the vector steps cover, and the first index after them.
         let len = self.b.ins().isub(j1, j0);
         let covered = self.b.ins().band_imm_s(len, -elems);
@@ -201,6 +206,30 @@ impl<'a, 'f> Translator<'a, 'f> {
         self.b.ins().brif(more, body, &args, exit, &[jv.into()]);
     }
 
+    /// Under [`Spec::stream_lines`](crate::Spec::stream_lines): the elements of
+    /// `j0..j1` before the first one that starts a 64-byte line of dst, one by
+    /// one, so the vector steps after them start lines (and stream them).
+    /// Returns the first element left. A 4-bit src peels only an even count (its
+    /// steps start on a byte); its steps then start lines or never do.
+    fn emit_line_peel(&mut self, j0: Value, j1: Value, run: Run) -> Value {
+        let (_, dp) = self.vector_addrs(run, j0);
+        let neg = self.b.ins().ineg(dp);
+        let bytes = self.b.ins().band_imm_s(neg, 63);
+        let k = self.b.ins().ushr_imm_s(bytes, 2);
+        let k = if self.spec.src.is_4bit() {
+            let odd = self.b.ins().band_imm_s(k, 1);
+            let zero = self.iconst(0);
+            self.b.ins().select(odd, zero, k)
+        } else {
+            k
+        };
+        let left = self.b.ins().isub(j1, j0);
+        let k = self.b.ins().umin(k, left);
+        let jp = self.add(j0, k);
+        self.emit_scalar_loop(j0, jp, run, Params::PerElem { base: run.scale });
+        jp
+    }
+
     /// Enters the table loop `body` (params: src and dst address, src end, exit
     /// index) for a whole group from `j0`: it starts on a byte (see
     /// [`full_segments`](Self::full_segments)), so no peel, and its bounds are
@@ -257,9 +286,43 @@ impl<'a, 'f> Translator<'a, 'f> {
             ys[i] = self.eval(ints[i], si, true);
             self.store_f32_group(dp, i, ys[i]);
         }
-        if self.spec.out() != DType::F32 {
+        self.store_step(dp, ys);
+    }
+
+    /// The stores of a step not made group by group: 16-bit results, or a
+    /// streamed line ([`Spec::stream_lines`](crate::Spec::stream_lines)).
+    fn store_step(&mut self, dp: Value, ys: [Value; 4]) {
+        if self.spec.stream_lines {
+            self.stream_step(dp, ys);
+        } else if self.spec.out() != DType::F32 {
             self.store_vec_at(dp, ys);
         }
+    }
+
+    /// The 16 f32 results `ys` at `dp`: one non-temporal line where `dp` is
+    /// 64-byte aligned (the line is then wholly this step's, inside dst), else
+    /// plain stores.
+    fn stream_step(&mut self, dp: Value, ys: [Value; 4]) {
+        let xs = ys.map(|y| {
+            let x = self.f32_bits(y);
+            self.b.ins().bitcast(types::I8X16, lanes(), x)
+        });
+        let (line, plain, join) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let off = self.b.ins().band_imm_s(dp, 63);
+        self.b.ins().brif(off, plain, &[], line, &[]);
+        self.b.switch_to_block(line);
+        crate::host_store::line(&mut self.b, dp, xs);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(plain);
+        for (k, x) in xs.into_iter().enumerate() {
+            self.b.ins().store(mem(), x, dp, 16 * k as i32);
+        }
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
     }
 
     /// [`emit_vector_step`](Self::emit_vector_step) for a float src: each lane
@@ -276,9 +339,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             *y = self.float_group(&codes, i, s);
             self.store_f32_group(dp, i, *y);
         }
-        if self.spec.out() != DType::F32 {
-            self.store_vec_at(dp, ys);
-        }
+        self.store_step(dp, ys);
     }
 
     /// The 16 float src `codes`' results with scales `s` as four F32X4.
@@ -307,10 +368,10 @@ impl<'a, 'f> Translator<'a, 'f> {
         }
     }
 
-    /// Lane group `i`'s f32 results stored at once (f32 output only): fewer
-    /// registers live.
+    /// Lane group `i`'s f32 results stored at once (f32 output not streamed by
+    /// line): fewer registers live.
     fn store_f32_group(&mut self, dp: Value, i: usize, y: Value) {
-        if self.spec.out() == DType::F32 {
+        if self.spec.out() == DType::F32 && !self.spec.stream_lines {
             let x = self.f32_bits(y);
             self.b.ins().store(mem(), x, dp, 16 * i as i32);
         }
