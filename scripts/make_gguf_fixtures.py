@@ -35,6 +35,10 @@ Outputs (every GGUF written by gguf.GGUFWriter):
   says 40; patched below); ggml has no Q8_1 decoder, its values are Q8_0's, so the
   expected output is gguf-py's Q8_0 of the block without its unused `s`. Q1_0's is
   ggml's C `dequantize_row_q1_0` (scripts/ggml_q1_0.c, compiled with `cc`).
+- q2_0.gguf (v3, its own seed): the same four tensors for Q2_0 (ggml type 42, newer
+  than gguf-py 0.19.0: added to its type enum and size table here), f16 `d` over
+  the specials; the expected output is ggml's C `dequantize_row_q2_0`
+  (scripts/ggml_q2_0.c, compiled with `cc`).
 - <stem>/<tensor name>.bin beside each GGUF: the f32 output of
   gguf.quants.dequantize for each supported tensor, raw little-endian, computed from
   the tensor bytes as gguf.GGUFReader reads them back from the written file.
@@ -60,6 +64,21 @@ assert version("gguf") == "0.19.0", f"needs gguf 0.19.0, found {version('gguf')}
 # gguf-py 0.19.0's table has Q8_1 as two f32 and 32 bytes (40); ggml-common.h's
 # `block_q8_1` is two f16 and 32 bytes, the size ggml writes and reads.
 GGML_QUANT_SIZES[T.Q8_1] = (32, 36)
+
+
+def ggml_type(name: str, value: int, block: int, type_size: int) -> T:
+    """A ggml type gguf-py 0.19.0's enum lacks, added as a member of it (so that
+    GGUFWriter writes it and GGUFReader reads it back), with its sizes."""
+    member = int.__new__(T, value)
+    member._name_, member._value_ = name, value
+    T._value2member_map_[value] = member
+    T._member_map_[name] = member
+    GGML_QUANT_SIZES[member] = (block, type_size)
+    return member
+
+
+# ggml-common.h's `block_q2_0` (ggml type 42): f16 `d`, then QK2_0 / 4 bytes, QK2_0 = 64.
+Q2_0 = ggml_type("Q2_0", 42, 64, 2 + 16)
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gguf"
 RNG = np.random.default_rng(19)
 
@@ -154,7 +173,7 @@ TABLE_TYPES = {T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ2_0: [64], T.Q8_K: [0], T.NVFP4
 # four bytes whose top nibbles make it).
 LOW_BIT_TYPES = {T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0], T.IQ1_M: [49, 51, 53, 55],
                  T.Q8_1: [0], T.Q1_0: [0], T.TQ1_0: [52]}
-DECODED = SUPPORTED + list(TABLE_TYPES) + list(LOW_BIT_TYPES)
+DECODED = SUPPORTED + list(TABLE_TYPES) + list(LOW_BIT_TYPES) + [Q2_0]
 # NVFP4's unsigned e4m3 scale bytes: 0 and 0x7F decode to 0, the top bit is ignored.
 UE4M3_SPECIALS = [0x00, 0x7F, 0x80, 0xFF, 0x01, 0x07, 0x08, 0x38, 0x7E, 0xF8]
 
@@ -250,10 +269,21 @@ def tables_file() -> None:
 
 def low_bit_file() -> None:
     """low_bit.gguf: random blocks of IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1, Q1_0, TQ1_0."""
-    rng = np.random.default_rng(41)
-    w = gguf.GGUFWriter(OUT / "low_bit.gguf", "dq-fixture")
-    w.add_name("dq random blocks of low-bit types")
-    for qtype, offs in LOW_BIT_TYPES.items():
+    scaled_blocks_file("low_bit", "low-bit types", 41, LOW_BIT_TYPES)
+
+
+def q2_0_file() -> None:
+    """q2_0.gguf: random blocks of Q2_0 (ggml type 42, which gguf-py 0.19.0 lacks)."""
+    scaled_blocks_file("q2_0", "Q2_0", 42, {Q2_0: [0]})
+
+
+def scaled_blocks_file(stem: str, what: str, seed: int, types: dict) -> None:
+    """<stem>.gguf (its own seed): four tensors of random blocks of each type, the
+    f16 scale at the given byte offsets drawn over the specials or finite normals."""
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(OUT / f"{stem}.gguf", "dq-fixture")
+    w.add_name(f"dq random blocks of {what}")
+    for qtype, offs in types.items():
         block, type_size = GGML_QUANT_SIZES[qtype]
         tag = qtype.name.lower()
         cases = [
@@ -291,16 +321,27 @@ def q8_1_dequantize(raw: np.ndarray) -> np.ndarray:
 
 
 def q1_0_dequantize(raw: np.ndarray) -> np.ndarray:
-    """ggml's `dequantize_row_q1_0` (scripts/ggml_q1_0.c, compiled here with the
-    system C compiler at -O2, called through ctypes)."""
-    src = Path(__file__).resolve().parent / "ggml_q1_0.c"
+    """ggml's `dequantize_row_q1_0` (scripts/ggml_q1_0.c)."""
+    return ggml_c_dequantize("ggml_q1_0.c", "dequantize_row_q1_0", raw, 18, 128)
+
+
+def q2_0_dequantize(raw: np.ndarray) -> np.ndarray:
+    """ggml's `dequantize_row_q2_0` (scripts/ggml_q2_0.c)."""
+    return ggml_c_dequantize("ggml_q2_0.c", "dequantize_row_q2_0", raw, 18, 64)
+
+
+def ggml_c_dequantize(source: str, fn: str, raw: np.ndarray, type_size: int,
+                      block: int) -> np.ndarray:
+    """ggml's C row decoder `fn` (transcribed in scripts/`source`, compiled here
+    with the system C compiler at -O2 for x86-64, called through ctypes)."""
+    src = Path(__file__).resolve().parent / source
     with tempfile.TemporaryDirectory() as tmp:
-        lib = Path(tmp) / "q1_0.so"
+        lib = Path(tmp) / "ggml_c.so"
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-        f = ctypes.CDLL(str(lib)).dequantize_row_q1_0
+        f = getattr(ctypes.CDLL(str(lib)), fn)
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         src_bytes = np.ascontiguousarray(raw)
-        n = src_bytes.size // 18 * 128
+        n = src_bytes.size // type_size * block
         y = np.zeros(n, np.float32)
         f(src_bytes.ctypes.data, y.ctypes.data, n)
     return y
@@ -409,6 +450,8 @@ def write_expected(stem: str) -> list[str]:
                 y = q8_1_dequantize(raw).reshape(shape)
             elif t.tensor_type == T.Q1_0:
                 y = q1_0_dequantize(raw).reshape(shape)
+            elif t.tensor_type == Q2_0:
+                y = q2_0_dequantize(raw).reshape(shape)
             else:
                 y = gguf.quants.dequantize(raw, t.tensor_type)
         y = np.ascontiguousarray(y, dtype=np.float32)
@@ -426,7 +469,8 @@ def main() -> None:
     metadata_file()
     tables_file()
     low_bit_file()
-    for stem in ("blocks", "quantized_v2", "metadata", "tables", "low_bit"):
+    q2_0_file()
+    for stem in ("blocks", "quantized_v2", "metadata", "tables", "low_bit", "q2_0"):
         n = len(write_expected(stem))
         print(f"{stem}.gguf: {(OUT / f'{stem}.gguf').stat().st_size} bytes, {n} expected outputs")
     total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())

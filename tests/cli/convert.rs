@@ -193,11 +193,11 @@ fn gguf_convert_writes_every_tensor_bit_exact_at_each_dtype() {
 }
 
 /// The table-indexed and newer block types (IQ4_NL, IQ4_XS, TQ2_0, Q8_K, NVFP4,
-/// the IQ2 types; the IQ3 and IQ1 types, Q8_1 and Q1_0): `dq convert` on each
+/// the IQ2 types; the IQ3 and IQ1 types, Q8_1 and Q1_0; Q2_0): `dq convert` on each
 /// backend and `dq model --verify`, bit-exact with their reference at each dtype.
 #[test]
 fn gguf_convert_table_types_bit_exact() {
-    for stem in ["tables", "low_bit"] {
+    for stem in ["tables", "low_bit", "q2_0"] {
         convert_table_fixture(stem);
     }
 }

@@ -121,6 +121,7 @@ fn random_blocks_match_gguf_py_bit_for_bit() {
     let mut types = check_fixture("blocks");
     types.extend(check_fixture("tables"));
     types.extend(check_fixture("low_bit"));
+    types.extend(check_fixture("q2_0"));
     let supported: BTreeSet<_> = GgmlType::ALL
         .into_iter()
         .filter(|t| t.is_supported())
@@ -172,6 +173,19 @@ fn special_scales_produce_specials() {
         assert!(v.contains(&0.0), "{ty}");
         assert!(file.tensor(&format!("{ty}.specials")).is_some());
     }
+    // Q2_0 (ggml's C): a signalling NaN `d` (0x7C01) comes out quieted for every
+    // code, its sign kept (a product by -1, not a negation); an infinite `d` times
+    // code 1's zero is the default NaN.
+    let v = expected("q2_0", "q2_0.specials");
+    assert!(v.iter().any(|x| x.is_infinite()) && v.contains(&0.0));
+    assert!(v[8 * 64..9 * 64].iter().all(|x| x.to_bits() == 0x7FC0_2000));
+    assert!(v[5 * 64..6 * 64].iter().any(|x| x.to_bits() == 0xFFC0_0000));
+    assert!(
+        Gguf::open(fixtures().join("q2_0.gguf"))
+            .unwrap()
+            .tensor("q2_0.specials")
+            .is_some()
+    );
     // Q1_0: ggml's f16 conversion quiets a signalling NaN `d` (0x7C01), and `-d`
     // flips a NaN's sign.
     let v = expected("low_bit", "q1_0.specials");

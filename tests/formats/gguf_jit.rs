@@ -95,6 +95,7 @@ fn every_fixture_type_matches_gguf_py() {
     let mut seen = check_fixture("blocks");
     seen.extend(check_fixture("tables"));
     seen.extend(check_fixture("low_bit"));
+    seen.extend(check_fixture("q2_0"));
     seen.sort_unstable();
     seen.dedup();
     assert_eq!(seen, want, "the fixtures cover every type");

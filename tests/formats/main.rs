@@ -13,6 +13,7 @@ mod gguf_blocks;
 mod gguf_grids;
 #[cfg(feature = "jit")]
 mod gguf_jit;
+mod gguf_q2_0;
 mod gguf_split;
 mod gguf_streamed;
 mod gguf_tables;

@@ -130,7 +130,7 @@ fn fused_block<D: Block, O: BlockOut, const V: u8>(
 ) {
     let d = &D::DECL;
     let mut p = [[0f32; MAX_PARAMS]; MAX_GROUPS];
-    params::eval(d, block, &mut p);
+    params::eval::<D>(block, &mut p);
     let inner = d.inner();
     for r in 0..d.own_elems() / inner {
         // Opaque run index, or not: measured on AMD EPYC (Zen 4) AVX-512, in

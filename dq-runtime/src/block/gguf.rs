@@ -8,10 +8,12 @@ use super::tables::KVALUES_MXFP4;
 
 mod iq1_iq3;
 mod q1_q8_1;
+mod q2_0;
 mod tables;
 mod tq1_0;
 pub use iq1_iq3::{IQ1_M, IQ1_S, IQ3_S, IQ3_XXS};
 pub use q1_q8_1::{Q1_0, Q8_1};
+pub use q2_0::Q2_0;
 pub use tables::{IQ2_S, IQ2_XS, IQ2_XXS, IQ4_NL, IQ4_XS, NVFP4, Q8_K, TQ2_0};
 pub use tq1_0::TQ1_0;
 
@@ -298,10 +300,10 @@ pub const MXFP4: BlockDecl = BlockDecl {
 };
 
 /// Every declared block type.
-pub const ALL: [&BlockDecl; 26] = [
+pub const ALL: [&BlockDecl; 27] = [
     &Q4_0, &Q4_1, &Q5_0, &Q5_1, &Q8_0, &Q2_K, &Q3_K, &Q4_K, &Q5_K, &Q6_K, &MXFP4, &IQ4_NL, &IQ4_XS,
     &TQ2_0, &Q8_K, &NVFP4, &IQ2_XXS, &IQ2_XS, &IQ2_S, &IQ3_XXS, &IQ3_S, &IQ1_S, &IQ1_M, &Q8_1,
-    &Q1_0, &TQ1_0,
+    &Q1_0, &TQ1_0, &Q2_0,
 ];
 
 const _: () = {
@@ -337,11 +339,11 @@ macro_rules! kernels {
 
 kernels!(
     Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS, TQ2_0, Q8_K,
-    NVFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1, Q1_0, TQ1_0
+    NVFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, Q8_1, Q1_0, TQ1_0, Q2_0
 );
 
 /// The kernel of GGUF type `name` (its GGUF spelling: `Q4_K`, `BF16`, ...), for
-/// the 29 types dq decodes.
+/// the 30 types dq decodes.
 pub fn kernel(name: &str) -> Option<&'static BlockKernel> {
     KERNELS.iter().find(|k| k.name == name)
 }

@@ -14,6 +14,7 @@ use super::error::{GgufError, Result};
 use super::types::GgmlType;
 
 mod iq1_iq3;
+mod q2_0;
 mod tables;
 pub use tables::ue4m3_to_f32_half;
 
@@ -88,6 +89,7 @@ pub(crate) fn decode(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::Q8_1 => blocks(bytes, out, iq1_iq3::q8_1),
         GgmlType::Q1_0 => blocks(bytes, out, iq1_iq3::q1_0),
         GgmlType::TQ1_0 => blocks(bytes, out, iq1_iq3::tq1_0),
+        GgmlType::Q2_0 => blocks(bytes, out, q2_0::q2_0),
         // `dequantize` checked `is_supported`, which is false for every other type.
         _ => {}
     }

@@ -45,6 +45,7 @@ pub enum GgmlType {
     MXFP4 = 39,
     NVFP4 = 40,
     Q1_0 = 41,
+    Q2_0 = 42,
 }
 
 /// One row of the type table.
@@ -79,12 +80,12 @@ const QK_K: usize = 256;
 
 impl GgmlType {
     /// Every type, in id order.
-    pub const ALL: [GgmlType; 34] = {
+    pub const ALL: [GgmlType; 35] = {
         use GgmlType::*;
         [
             F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
             IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, I8, I16, I32, I64, F64,
-            IQ1_M, BF16, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0,
+            IQ1_M, BF16, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0,
         ]
     };
 
@@ -136,6 +137,7 @@ impl GgmlType {
             MXFP4 => row("MXFP4", 32, 1 + 16, true),
             NVFP4 => row("NVFP4", 64, 4 + 32, true),
             Q1_0 => row("Q1_0", 128, 2 + 16, true),
+            Q2_0 => row("Q2_0", 64, 2 + 16, true),
         }
     }
 
@@ -178,7 +180,7 @@ mod tests {
         for t in GgmlType::ALL {
             assert_eq!(GgmlType::from_id(t.id()), Some(t));
         }
-        for retired in [4, 5, 31, 32, 33, 36, 37, 38, 42, u32::MAX] {
+        for retired in [4, 5, 31, 32, 33, 36, 37, 38, 43, u32::MAX] {
             assert_eq!(GgmlType::from_id(retired), None);
         }
     }
@@ -199,6 +201,8 @@ mod tests {
             // ggml-common.h's `block_q8_1` (two f16, 32 bytes); gguf-py 0.19.0's
             // table still says 40 (two f32).
             (GgmlType::Q8_1, 32, 36),
+            // ggml-common.h's `block_q2_0`: f16 `d`, `qs[QK2_0 / 4]`, QK2_0 = 64.
+            (GgmlType::Q2_0, 64, 18),
         ];
         for (t, b, s) in rows {
             assert_eq!((t.block_size(), t.type_size()), (b, s), "{t}");
@@ -214,7 +218,7 @@ mod tests {
                 "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
                 "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",
                 "IQ3_S", "IQ2_S", "IQ4_XS", "IQ1_M", "BF16", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4",
-                "Q1_0"
+                "Q1_0", "Q2_0"
             ]
         );
     }
