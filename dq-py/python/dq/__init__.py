@@ -153,7 +153,7 @@ def dequantize(src: Any, scales: Any, zps: Any = None, *, qtype: str = "per_tens
                group_shape: Optional[Sequence[int]] = None, dtype: Any = None,
                src_dtype: Optional[str] = None, shape: Optional[Sequence[int]] = None,
                scales_shape: Optional[Sequence[int]] = None, zps_dtype: Optional[str] = None,
-               zps_shape: Optional[Sequence[int]] = None, threads: Optional[int] = 1,
+               zps_shape: Optional[Sequence[int]] = None, threads: Optional[int] = None,
                backend: str = "auto") -> np.ndarray:
     """oneDNN Graph `DynamicDequantize` (docs/SPEC.md §4.2): `(src - zps) * scales`
     per tensor, per channel (`axis`) or per group (`group_shape`), bit-exact.
