@@ -164,7 +164,7 @@ def dequantize(src: Any, scales: Any, zps: Any = None, *, qtype: str = "per_tens
     `"u4"`, `"s4"` or `"f4_e2m1"` and its logical `shape`/`zps_shape` given.
     `dtype`: the output (float32, float16, bfloat16 or float64; default the scales'
     dtype where it is one of those, else float32)."""
-    s, sd = _input(src, src_dtype, shape, "src")
+    s = _input(src, src_dtype, shape, "src")[0]
     c, cd = _input(scales, None, scales_shape, "scales")
     z = _input(zps, zps_dtype, zps_shape, "zps")[0] if zps is not None else None
     if dtype is None:
