@@ -9,7 +9,12 @@ f16 scales finite normals). Prints markdown tables (or --json); every dq result 
 checked bit for bit against gguf-py's first.
 
     python benches/peers/python_gguf.py [--types Q4_K,IQ2_XXS] [--elements N]
-        [--min-time S] [--model FILE.gguf] [--load-repeats R] [--json]
+        [--min-time S] [--model FILE.gguf | --synth HIDDEN,LAYERS,TYPE]
+        [--load-repeats R] [--json]
+
+The load defaults to the tiny committed llama fixture (overhead-bound); `--synth
+2048,8,Q4_K[,VOCAB]` writes a llama-architecture GGUF of that size with random blocks under
+benches/peers/build/ first, `--model` takes any GGUF transformers loads.
 """
 
 from __future__ import annotations
@@ -88,6 +93,57 @@ def load_times(a) -> dict:
             "speedup": times["gguf-py"] / times["dq"]}
 
 
+def synth_llama(spec: str) -> Path:
+    """A llama GGUF of `HIDDEN,LAYERS,TYPE[,VOCAB]`: random blocks (ggufpy.py's) for
+    every matrix, f32 norms, a placeholder vocabulary of VOCAB tokens (default 32000;
+    gguf-py's reader parses it item by item, twice per load)."""
+    hidden, layers, name, *rest = spec.split(",")
+    hidden, layers, qtype = int(hidden), int(layers), T[name]
+    vocab = int(rest[0]) if rest else 32000
+    heads, inter = hidden // 64, hidden * 8 // 3 // 256 * 256
+    path = Path(__file__).resolve().parent / "build" / f"llama-{hidden}-{layers}-{name}-{vocab}.gguf"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    w = gguf.GGUFWriter(str(path), "llama")
+    for add, v in [(w.add_context_length, 2048), (w.add_embedding_length, hidden),
+                   (w.add_block_count, layers), (w.add_feed_forward_length, inter),
+                   (w.add_rope_dimension_count, 64), (w.add_head_count, heads),
+                   (w.add_head_count_kv, heads), (w.add_layer_norm_rms_eps, 1e-5)]:
+        add(v)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(vocab - 3)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([2, 3, 3] + [1] * (vocab - 3))
+
+    def matrix(name: str, rows: int, cols: int):
+        block, size = GGML_QUANT_SIZES[qtype]
+        raw = blocks(qtype, rows * cols // block, rng).reshape(rows, cols // block * size)
+        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qtype)
+
+    def norm(name: str):
+        w.add_tensor(name, np.ones(hidden, dtype=np.float32))
+
+    matrix("token_embd.weight", vocab, hidden)
+    for b in range(layers):
+        p = f"blk.{b}"
+        norm(f"{p}.attn_norm.weight")
+        norm(f"{p}.ffn_norm.weight")
+        for t in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            matrix(f"{p}.{t}.weight", hidden, hidden)
+        matrix(f"{p}.ffn_gate.weight", inter, hidden)
+        matrix(f"{p}.ffn_up.weight", inter, hidden)
+        matrix(f"{p}.ffn_down.weight", hidden, inter)
+    norm("output_norm.weight")
+    matrix("output.weight", vocab, hidden)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 def timed(f) -> float:
     t = time.perf_counter()
     f()
@@ -100,10 +156,13 @@ def main() -> None:
     p.add_argument("--elements", type=int, default=4096 * 1024)
     p.add_argument("--min-time", type=float, default=1.0)
     p.add_argument("--model", default=str(ROOT / "tests" / "fixtures" / "folder" / "llama.gguf"))
+    p.add_argument("--synth", help="HIDDEN,LAYERS,TYPE[,VOCAB]: load a synthetic llama GGUF instead")
     p.add_argument("--load-repeats", type=int, default=3)
     p.add_argument("--no-load", action="store_true", help="skip the transformers load")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    if a.synth:
+        a.model = str(synth_llama(a.synth))
     rows = per_type(a)
     load = None if a.no_load else load_times(a)
     if a.json:
