@@ -38,6 +38,12 @@ use std::sync::OnceLock;
 
 pub mod buffer;
 pub mod case;
+/// The `dq` command line: compiled into the library so that other front ends (the
+/// Python package) run a subcommand with the CLI's exact semantics
+/// ([`cli::convert_command`]); the `dq` binary is [`cli::main`].
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod cli;
 pub mod formats;
 pub mod model;
 pub mod npy;

@@ -3,8 +3,6 @@
 //! `dq model` dequantizes a model preset's weights, `dq demo` checks two built-in
 //! cases against the reference.
 
-mod cli;
-
 fn main() -> std::process::ExitCode {
-    cli::main()
+    dq::cli::main()
 }

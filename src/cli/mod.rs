@@ -10,7 +10,7 @@ mod args;
 mod bench;
 mod case;
 mod choices;
-mod cleanup;
+pub mod cleanup;
 mod convert;
 mod demo;
 mod error;
@@ -23,7 +23,7 @@ mod model;
 mod model_file;
 mod roofline;
 mod run;
-mod source;
+pub mod source;
 mod text;
 mod unsupported;
 
@@ -67,6 +67,32 @@ pub fn main() -> ExitCode {
     result.unwrap_or_else(|e| fail(&e))
 }
 
+/// Runs `dq convert ARGS...` (`args` without the program and subcommand names)
+/// as the CLI does, in this process: the same parsing, defaults, checks, output
+/// files, progress and summary lines. Used by the Python package's `dq.convert`.
+///
+/// # Errors
+/// The one line the CLI would print after `dq: error: ` (a usage error ends with
+/// `(see --help)`); no output file exists then.
+pub fn convert_command<I, T>(args: I) -> Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    cleanup::install();
+    let argv = ["dq".into(), "convert".into()]
+        .into_iter()
+        .chain(args.into_iter().map(Into::into));
+    let parsed = args::command()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = parsed.map_err(|e| usage_line(&e))?;
+    match &cli.command {
+        Command::Convert(a) => convert::convert(a).map_err(|e| e.to_string()),
+        _ => Err("not a convert command".into()),
+    }
+}
+
 /// Prints one line (what the input put in it escaped: [`text::escape`]) and returns
 /// exit code 2.
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
@@ -83,18 +109,20 @@ fn clap_error(e: clap::Error) -> ExitCode {
             print!("{}", e.render());
             ExitCode::SUCCESS
         }
-        _ => {
-            // The message is the first paragraph; clap lists missing flags on
-            // indented lines below the first, which are joined into it.
-            let text = e.render().to_string();
-            let para: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let msg = para.join(" ");
-            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            fail(&CliError::Usage(format!("{msg} (see --help)")))
-        }
+        _ => fail(&CliError::Usage(usage_line(&e))),
     }
+}
+
+/// A clap error as one line: the message is the first paragraph; clap lists
+/// missing flags on indented lines below the first, which are joined into it.
+fn usage_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let para: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let msg = para.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    format!("{msg} (see --help)")
 }

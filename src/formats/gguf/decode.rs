@@ -116,39 +116,87 @@ impl<B: AsRef<[u8]>> Gguf<B> {
                 got: out.len(),
             });
         }
-        let data = self.tensor_data(t)?;
-        let (pick, timed) = match opts.backend() {
-            Backend::Reference => {
-                decode(ty, data, out, opts, &Decoder::Reference);
-                return Ok(());
-            }
-            Backend::Jit => (Pick::Jit, false),
-            Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&race_key::<T>(ty)),
-            _ => (Pick::Generated, false),
-        };
-        let generated = kernel(ty).map_or(Decoder::Reference, Decoder::Generated);
-        let decoder = match pick {
-            Pick::Jit => match jit_kernel(ty, t.name()) {
-                Ok(k) => Decoder::Jit(k),
-                // `auto` falls back to the generated driver where the JIT cannot compile.
-                Err(_) if opts.backend() == Backend::Auto => generated,
-                Err(e) => return Err(e),
-            },
-            Pick::Generated => generated,
-        };
-        let start = std::time::Instant::now();
-        decode(ty, data, out, opts, &decoder);
-        if timed {
-            let pick = if matches!(decoder, Decoder::Jit(_)) {
-                Pick::Jit
-            } else {
-                Pick::Generated
-            };
-            let ns = start.elapsed().as_nanos() as f64 / out.len() as f64;
-            race::report(&race_key::<T>(ty), pick, ns);
-        }
-        Ok(())
+        run(ty, t.name(), self.tensor_data(t)?, out, opts)
     }
+}
+
+/// Dequantizes `data`, whole blocks of GGUF type `ty` outside any file, into `out`
+/// (their element count) as [`Gguf::dequantize`] does a tensor: the same backends,
+/// threads and bits. The Python package's `dq.gguf.dequantize` runs this.
+///
+/// ```
+/// use dq::formats::gguf::{GgmlType, dequantize_blocks};
+/// use dq::Options;
+/// // One Q8_0 block: f16 scale 0.5, then 32 signed bytes.
+/// let mut block = vec![0x00, 0x38];
+/// block.extend((0..32).map(|i| (i as i8 - 16) as u8));
+/// let mut out = vec![0f32; 32];
+/// dequantize_blocks(GgmlType::Q8_0, &block, &mut out, &Options::new())?;
+/// assert_eq!((out[0], out[31]), (-8.0, 7.5));
+/// # Ok::<(), dq::formats::gguf::GgufError>(())
+/// ```
+///
+/// # Errors
+/// [`GgufError::UnsupportedType`] and [`GgufError::Jit`] as [`check_backend`];
+/// [`GgufError::Length`] when `data` is not whole blocks or `out` not their
+/// element count. Nothing is written then.
+pub fn dequantize_blocks<T: Element>(
+    ty: GgmlType,
+    data: &[u8],
+    out: &mut [T],
+    opts: &Options,
+) -> Result<()> {
+    check_backend(opts.backend(), ty, "data")?;
+    let (block, size) = (ty.block_size(), ty.type_size());
+    if !data.len().is_multiple_of(size) || data.len() / size * block != out.len() {
+        return Err(GgufError::Length {
+            ty,
+            bytes: data.len(),
+            elements: out.len(),
+        });
+    }
+    run(ty, "data", data, out, opts)
+}
+
+/// Decodes the checked blocks `data` of tensor `name` with the backend `opts` picks.
+fn run<T: Element>(
+    ty: GgmlType,
+    name: &str,
+    data: &[u8],
+    out: &mut [T],
+    opts: &Options,
+) -> Result<()> {
+    let (pick, timed) = match opts.backend() {
+        Backend::Reference => {
+            decode(ty, data, out, opts, &Decoder::Reference);
+            return Ok(());
+        }
+        Backend::Jit => (Pick::Jit, false),
+        Backend::Auto if out.len() >= race::MIN_ELEMENTS => race::next(&race_key::<T>(ty)),
+        _ => (Pick::Generated, false),
+    };
+    let generated = kernel(ty).map_or(Decoder::Reference, Decoder::Generated);
+    let decoder = match pick {
+        Pick::Jit => match jit_kernel(ty, name) {
+            Ok(k) => Decoder::Jit(k),
+            // `auto` falls back to the generated driver where the JIT cannot compile.
+            Err(_) if opts.backend() == Backend::Auto => generated,
+            Err(e) => return Err(e),
+        },
+        Pick::Generated => generated,
+    };
+    let start = std::time::Instant::now();
+    decode(ty, data, out, opts, &decoder);
+    if timed {
+        let pick = if matches!(decoder, Decoder::Jit(_)) {
+            Pick::Jit
+        } else {
+            Pick::Generated
+        };
+        let ns = start.elapsed().as_nanos() as f64 / out.len() as f64;
+        race::report(&race_key::<T>(ty), pick, ns);
+    }
+    Ok(())
 }
 
 /// Decodes `data`, the blocks of type `ty`, into `out` with `decoder`: the

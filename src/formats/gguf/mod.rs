@@ -73,7 +73,7 @@ use std::path::{Path, PathBuf};
 
 use super::input::{self, FileBytes};
 
-pub use decode::check_backend;
+pub use decode::{check_backend, dequantize_blocks};
 pub use error::{GgufError, Result};
 pub use metadata::{MAX_NESTING, MetaArray, MetaValue, ValueType};
 pub use parse::DEFAULT_ALIGNMENT;
