@@ -58,7 +58,7 @@ pub struct Codes<'a> {
 impl Codes<'_> {
     /// Code at stream position `p` (inside the bytes: checked by [`Coded::new`]).
     #[inline(always)]
-    fn get(&self, p: usize) -> usize {
+    pub(super) fn get(&self, p: usize) -> usize {
         let b = self.bytes;
         match (self.order, self.bits) {
             (BitOrder::HighNibbleFirst, _) => usize::from((b[p / 2] >> (4 * (1 - p % 2))) & 15),
@@ -132,6 +132,17 @@ pub enum Scale<'a> {
         /// The exponents.
         bytes: &'a [u8],
     },
+    /// NVFP4's two-level scale: the f8_e4m3 value of one byte per group, divided
+    /// by `global` (compressed-tensors, which stores the global scale's
+    /// reciprocal) or multiplied by it (ModelOpt), in f32.
+    F8 {
+        /// One e4m3 code per group.
+        bytes: &'a [u8],
+        /// The tensor's global scale.
+        global: f32,
+        /// Divide by `global` (else multiply).
+        divide: bool,
+    },
 }
 
 impl Scale<'_> {
@@ -145,13 +156,13 @@ impl Scale<'_> {
                 block,
                 ..
             } => codes.len().min((absmax.len() / 4).saturating_mul(block)),
-            Scale::Pow2 { bytes } => bytes.len(),
+            Scale::Pow2 { bytes } | Scale::F8 { bytes, .. } => bytes.len(),
         }
     }
 
     /// The scale of group `g` (inside: checked by [`Coded::new`]).
     #[inline(always)]
-    fn get(&self, g: usize) -> f32 {
+    pub(super) fn get(&self, g: usize) -> f32 {
         match *self {
             Scale::Floats { bytes, dtype } => float(bytes, dtype, g),
             Scale::Nested {
@@ -168,6 +179,14 @@ impl Scale<'_> {
                 0 => f32::from_bits(1 << 22),
                 e => f32::from_bits(u32::from(e) << 23),
             },
+            Scale::F8 {
+                bytes,
+                global,
+                divide,
+            } => {
+                let b = crate::minifloat::F8_E4M3_TABLE[usize::from(bytes[g])];
+                if divide { b / global } else { b * global }
+            }
         }
     }
 }
@@ -336,7 +355,7 @@ impl<'a> Coded<'a> {
 
     /// `post(base[q] · s)` for group `g`.
     #[inline(always)]
-    fn formula(&self, q: usize, s: f32, g: usize) -> f32 {
+    pub(super) fn formula(&self, q: usize, s: f32, g: usize) -> f32 {
         let x = self.base[q] * s;
         match self.post {
             Post::None => x,
@@ -386,7 +405,17 @@ impl<'a> Coded<'a> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn avx2<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
-    body::<T, true>(c, rows, out);
+    match super::coded_simd::path(c) {
+        // SAFETY: the caller's AVX2 and F16C.
+        Some(path) => super::coded_simd::run(
+            unsafe { arch::x86_64::Avx2::new_unchecked() },
+            c,
+            path,
+            rows,
+            out,
+        ),
+        None => body::<T, true>(c, rows, out),
+    }
 }
 
 /// [`body`] compiled for AVX-512.
@@ -396,11 +425,21 @@ unsafe fn avx2<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
 unsafe fn avx512<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
-    body::<T, true>(c, rows, out);
+    match super::coded_simd::path(c) {
+        // SAFETY: the caller's AVX-512 F/BW/VL/DQ, AVX2 and F16C.
+        Some(path) => super::coded_simd::run(
+            unsafe { arch::x86_64::Avx512::new_unchecked() },
+            c,
+            path,
+            rows,
+            out,
+        ),
+        None => body::<T, true>(c, rows, out),
+    }
 }
 
 /// Codes decoded per step of a run.
-const CHUNK: usize = 1024;
+pub(super) const CHUNK: usize = 1024;
 
 /// Rows `rows` into `out`: runs of one group along contiguous rows, else one
 /// element at a time.
@@ -500,7 +539,7 @@ fn group_run<T: Out, const F16C: bool>(c: &Coded<'_>, g: usize, codes: &[u8], ou
 
 /// Element `i` of little-endian `dtype` bytes, as f32.
 #[inline(always)]
-fn float(b: &[u8], dtype: ScaleType, i: usize) -> f32 {
+pub(super) fn float(b: &[u8], dtype: ScaleType, i: usize) -> f32 {
     match dtype {
         ScaleType::F16 => crate::convert::f16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]])),
         ScaleType::BF16 => bf16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32(),
