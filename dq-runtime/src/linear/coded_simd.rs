@@ -77,6 +77,7 @@ pub(super) fn run<V: Simd, T: Out>(
     // SAFETY: the base table holds 256 f32 (tab32 reads the first 16).
     let direct = (path == Path::Rows4 && gs < 2 * V::LUT16)
         .then(|| unsafe { v.tab32(c.base().as_ptr().cast()) });
+    let mut swap = [0u8; CHUNK / 2];
     for (n, row) in rows.zip(out.chunks_exact_mut(k_dim)) {
         let start = o + n * rs;
         let mut k = 0;
@@ -88,8 +89,8 @@ pub(super) fn run<V: Simd, T: Out>(
             match path {
                 Path::Rows8 { signed } => affine8(v, c, g, p, signed, y),
                 _ => match direct {
-                    Some(base) => formula4(v, c, base, g, p, y),
-                    None => Table::new::<T>(v, c, g).lookup(v, c, p, y),
+                    Some(base) => formula4(v, c, base, g, p, y, &mut swap),
+                    None => Table::new::<T>(v, c, g).lookup(v, c, p, y, &mut swap),
                 },
             }
             k = end;
@@ -213,9 +214,16 @@ impl<V: Simd> Table<V> {
         unsafe { self.bits.0.as_ptr().cast::<T>().add(q).read() }
     }
 
-    /// `out[i]` = the output of code `p + i`.
+    /// `out[i]` = the output of code `p + i` (`swap`: room for swapped nibbles).
     #[inline(always)]
-    fn lookup<T: Out>(&self, v: V, c: &Coded<'_>, p: usize, out: &mut [T]) {
+    fn lookup<T: Out>(
+        &self,
+        v: V,
+        c: &Coded<'_>,
+        p: usize,
+        out: &mut [T],
+        swap: &mut [u8; CHUNK / 2],
+    ) {
         let codes = c.codes();
         let mut i = 0;
         if !p.is_multiple_of(2) && !out.is_empty() {
@@ -223,8 +231,7 @@ impl<V: Simd> Table<V> {
             i = 1;
         }
         let whole = (out.len() - i) / 2 * 2;
-        let mut swapped = [0u8; CHUNK / 2];
-        let src = low_first(c, (p + i) / 2, whole / 2, &mut swapped);
+        let src = low_first(c, (p + i) / 2, whole / 2, swap);
         let y = &mut out[i..];
         let step = match (self.t16, self.t32) {
             (Some(_), _) => V::LUT16,
@@ -277,6 +284,7 @@ fn formula4<V: Simd, T: Out>(
     g: usize,
     p: usize,
     out: &mut [T],
+    swap: &mut [u8; CHUNK / 2],
 ) {
     let scale = c.scale().get(g);
     let (s, post) = (v.splat_float(scale), PostV::new(v, c, g));
@@ -287,8 +295,7 @@ fn formula4<V: Simd, T: Out>(
         i = 1;
     }
     let whole = (out.len() - i) / V::LANES * V::LANES;
-    let mut swapped = [0u8; CHUNK / 2];
-    let src = low_first(c, (p + i) / 2, whole / 2, &mut swapped);
+    let src = low_first(c, (p + i) / 2, whole / 2, swap);
     let mut buf = Line([0; 64]);
     let y = &mut out[i..];
     for j in (0..whole).step_by(V::LANES) {
@@ -343,6 +350,7 @@ fn columns<V: Simd, T: Out>(v: V, c: &Coded<'_>, rows: Range<usize>, out: &mut [
     let (o, _, cs) = c.strides();
     let (k_dim, gs) = (c.k(), c.group_size());
     let mut tile = [[T::of(0.0); TILE]; 8];
+    let mut swap = [0u8; CHUNK / 2];
     let mut n0 = rows.start;
     while n0 < rows.end {
         let n1 = ((n0 / gs + 1) * gs).min(rows.end);
@@ -352,7 +360,7 @@ fn columns<V: Simd, T: Out>(v: V, c: &Coded<'_>, rows: Range<usize>, out: &mut [
             let kc = (k_dim - k0).min(8);
             for (j, col) in tile.iter_mut().enumerate().take(kc) {
                 let p = o + n0 + (k0 + j) * cs;
-                Table::new::<T>(v, c, p / gs).lookup(v, c, p, &mut col[..len]);
+                Table::new::<T>(v, c, p / gs).lookup(v, c, p, &mut col[..len], &mut swap);
             }
             let blocks = if kc == 8 { len / 8 * 8 } else { 0 };
             for i in (0..blocks).step_by(8) {
