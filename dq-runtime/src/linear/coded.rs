@@ -218,6 +218,8 @@ pub struct Coded<'a> {
     group_size: usize,
     base: [f32; 256],
     scale: Scale<'a>,
+    /// [`Scale::F8`]'s scale of each byte, computed once (else zeros).
+    f8: [f32; 256],
     post: Post<'a>,
 }
 
@@ -257,6 +259,13 @@ impl<'a> Coded<'a> {
         let mut table = [0f32; 256];
         let used = 1usize << codes.bits;
         table[..used].copy_from_slice(&base[..used]);
+        let mut f8 = [0f32; 256];
+        if let Scale::F8 { global, divide, .. } = scale {
+            for (b, y) in f8.iter_mut().enumerate() {
+                let x = crate::minifloat::F8_E4M3_TABLE[b];
+                *y = if divide { x / global } else { x * global };
+            }
+        }
         let coded = Coded {
             n,
             k,
@@ -265,6 +274,7 @@ impl<'a> Coded<'a> {
             group_size,
             base: table,
             scale,
+            f8,
             post,
         };
         if n == 0 || k == 0 {
@@ -340,6 +350,15 @@ impl<'a> Coded<'a> {
         self.scale
     }
 
+    /// The scale of group `g` ([`Scale`]'s, NVFP4's from its table of 256).
+    #[inline(always)]
+    pub(super) fn scale_of(&self, g: usize) -> f32 {
+        match self.scale {
+            Scale::F8 { bytes, .. } => self.f8[usize::from(bytes[g])],
+            s => s.get(g),
+        }
+    }
+
     /// What follows the multiply.
     pub fn post(&self) -> Post<'a> {
         self.post
@@ -350,7 +369,7 @@ impl<'a> Coded<'a> {
         let (o, rs, cs) = self.strides;
         let p = o + n * rs + k * cs;
         let g = p / self.group_size;
-        crate::convert::quiet_f32(self.formula(self.codes.get(p), self.scale.get(g), g))
+        crate::convert::quiet_f32(self.formula(self.codes.get(p), self.scale_of(g), g))
     }
 
     /// `post(base[q] · s)` for group `g`.
@@ -462,7 +481,7 @@ fn body<T: Out, const F16C: bool>(c: &Coded<'_>, rows: Range<usize>, out: &mut [
             for (k, y) in row.iter_mut().enumerate() {
                 let p = start + k * cs;
                 let g = p / c.group_size;
-                *y = T::of(c.formula(c.codes.get(p), c.scale.get(g), g));
+                *y = T::of(c.formula(c.codes.get(p), c.scale_of(g), g));
             }
             continue;
         }
@@ -494,7 +513,7 @@ fn columns<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T], codes: &mut
         for k in 0..k_dim {
             let p = o + n0 + k * cs;
             let g = p / gs;
-            let s = c.scale.get(g);
+            let s = c.scale_of(g);
             c.codes.run(p, run);
             for (i, &q) in run.iter().enumerate() {
                 out[(n0 - first + i) * k_dim + k] = T::of(c.formula(usize::from(q), s, g));
@@ -508,7 +527,7 @@ fn columns<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T], codes: &mut
 /// formula per element.
 #[inline(always)]
 fn group_run<T: Out, const F16C: bool>(c: &Coded<'_>, g: usize, codes: &[u8], out: &mut [T]) {
-    let s = c.scale.get(g);
+    let s = c.scale_of(g);
     if c.codes.bits <= 4 && out.len() >= 32 {
         let mut outs = [T::of(0.0); 16];
         for (q, y) in outs.iter_mut().enumerate().take(1 << c.codes.bits) {

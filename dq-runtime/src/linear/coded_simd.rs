@@ -181,7 +181,7 @@ impl<V: Simd> Table<V> {
     /// Group `g`'s outputs for codes 0..16 in `T`.
     #[inline(always)]
     fn new<T: Out>(v: V, c: &Coded<'_>, g: usize) -> Self {
-        let s = v.splat_float(c.scale().get(g));
+        let s = v.splat_float(c.scale_of(g));
         let post = PostV::new(v, c, g);
         let mut bits = Line([0; 64]);
         let size = size_of::<T>();
@@ -286,7 +286,7 @@ fn formula4<V: Simd, T: Out>(
     out: &mut [T],
     swap: &mut [u8; CHUNK / 2],
 ) {
-    let scale = c.scale().get(g);
+    let scale = c.scale_of(g);
     let (s, post) = (v.splat_float(scale), PostV::new(v, c, g));
     let codes = c.codes();
     let mut i = 0;
@@ -316,7 +316,7 @@ fn formula4<V: Simd, T: Out>(
 /// One run of group `g` of 8-bit codes at `p` whose base value is the code.
 #[inline(always)]
 fn affine8<V: Simd, T: Out>(v: V, c: &Coded<'_>, g: usize, p: usize, signed: bool, out: &mut [T]) {
-    let scale = c.scale().get(g);
+    let scale = c.scale_of(g);
     let (s, post) = (v.splat_float(scale), PostV::new(v, c, g));
     let codes = &c.codes().bytes[p..p + out.len()];
     let whole = out.len() / V::LANES * V::LANES;
@@ -339,12 +339,12 @@ fn affine8<V: Simd, T: Out>(v: V, c: &Coded<'_>, g: usize, p: usize, signed: boo
     }
 }
 
-/// Rows per tile of the column path (a group along N at most).
-const TILE: usize = 64;
+/// Rows per tile of the column path (groups along N are at most this long).
+const TILE: usize = 128;
 
 /// Rows `rows` where 4-bit codes run along N in aligned runs of one group: per
-/// run of rows inside one group and 8 columns, each column's codes looked up
-/// into a tile, then the tile transposed into the output rows.
+/// [`TILE`] rows and 8 columns, each column's runs of one group looked up into a
+/// tile, then the tile transposed into the output rows.
 #[inline(always)]
 fn columns<V: Simd, T: Out>(v: V, c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
     let (o, _, cs) = c.strides();
@@ -353,14 +353,21 @@ fn columns<V: Simd, T: Out>(v: V, c: &Coded<'_>, rows: Range<usize>, out: &mut [
     let mut swap = [0u8; CHUNK / 2];
     let mut n0 = rows.start;
     while n0 < rows.end {
-        let n1 = ((n0 / gs + 1) * gs).min(rows.end);
+        // A tile's rows read whole lines of each column's codes (several groups).
+        let n1 = (n0 + TILE).min(rows.end);
         let len = n1 - n0;
         let at = (n0 - rows.start) * k_dim;
         for k0 in (0..k_dim).step_by(8) {
             let kc = (k_dim - k0).min(8);
             for (j, col) in tile.iter_mut().enumerate().take(kc) {
-                let p = o + n0 + (k0 + j) * cs;
-                Table::new::<T>(v, c, p / gs).lookup(v, c, p, &mut col[..len], &mut swap);
+                let mut r = n0;
+                while r < n1 {
+                    let e = ((r / gs + 1) * gs).min(n1);
+                    let p = o + r + (k0 + j) * cs;
+                    let run = &mut col[r - n0..e - n0];
+                    Table::new::<T>(v, c, p / gs).lookup(v, c, p, run, &mut swap);
+                    r = e;
+                }
             }
             let blocks = if kc == 8 { len / 8 * 8 } else { 0 };
             for i in (0..blocks).step_by(8) {
