@@ -58,7 +58,7 @@ pub struct Codes<'a> {
 impl Codes<'_> {
     /// Code at stream position `p` (inside the bytes: checked by [`Coded::new`]).
     #[inline(always)]
-    fn get(&self, p: usize) -> usize {
+    pub(super) fn get(&self, p: usize) -> usize {
         let b = self.bytes;
         match (self.order, self.bits) {
             (BitOrder::HighNibbleFirst, _) => usize::from((b[p / 2] >> (4 * (1 - p % 2))) & 15),
@@ -132,6 +132,17 @@ pub enum Scale<'a> {
         /// The exponents.
         bytes: &'a [u8],
     },
+    /// NVFP4's two-level scale: the f8_e4m3 value of one byte per group, divided
+    /// by `global` (compressed-tensors, which stores the global scale's
+    /// reciprocal) or multiplied by it (ModelOpt), in f32.
+    F8 {
+        /// One e4m3 code per group.
+        bytes: &'a [u8],
+        /// The tensor's global scale.
+        global: f32,
+        /// Divide by `global` (else multiply).
+        divide: bool,
+    },
 }
 
 impl Scale<'_> {
@@ -145,13 +156,13 @@ impl Scale<'_> {
                 block,
                 ..
             } => codes.len().min((absmax.len() / 4).saturating_mul(block)),
-            Scale::Pow2 { bytes } => bytes.len(),
+            Scale::Pow2 { bytes } | Scale::F8 { bytes, .. } => bytes.len(),
         }
     }
 
     /// The scale of group `g` (inside: checked by [`Coded::new`]).
     #[inline(always)]
-    fn get(&self, g: usize) -> f32 {
+    pub(super) fn get(&self, g: usize) -> f32 {
         match *self {
             Scale::Floats { bytes, dtype } => float(bytes, dtype, g),
             Scale::Nested {
@@ -168,6 +179,14 @@ impl Scale<'_> {
                 0 => f32::from_bits(1 << 22),
                 e => f32::from_bits(u32::from(e) << 23),
             },
+            Scale::F8 {
+                bytes,
+                global,
+                divide,
+            } => {
+                let b = crate::minifloat::F8_E4M3_TABLE[usize::from(bytes[g])];
+                if divide { b / global } else { b * global }
+            }
         }
     }
 }
@@ -199,6 +218,8 @@ pub struct Coded<'a> {
     group_size: usize,
     base: [f32; 256],
     scale: Scale<'a>,
+    /// [`Scale::F8`]'s scale of each byte, computed once (else zeros).
+    f8: [f32; 256],
     post: Post<'a>,
 }
 
@@ -238,6 +259,13 @@ impl<'a> Coded<'a> {
         let mut table = [0f32; 256];
         let used = 1usize << codes.bits;
         table[..used].copy_from_slice(&base[..used]);
+        let mut f8 = [0f32; 256];
+        if let Scale::F8 { global, divide, .. } = scale {
+            for (b, y) in f8.iter_mut().enumerate() {
+                let x = crate::minifloat::F8_E4M3_TABLE[b];
+                *y = if divide { x / global } else { x * global };
+            }
+        }
         let coded = Coded {
             n,
             k,
@@ -246,6 +274,7 @@ impl<'a> Coded<'a> {
             group_size,
             base: table,
             scale,
+            f8,
             post,
         };
         if n == 0 || k == 0 {
@@ -321,6 +350,15 @@ impl<'a> Coded<'a> {
         self.scale
     }
 
+    /// The scale of group `g` ([`Scale`]'s, NVFP4's from its table of 256).
+    #[inline(always)]
+    pub(super) fn scale_of(&self, g: usize) -> f32 {
+        match self.scale {
+            Scale::F8 { bytes, .. } => self.f8[usize::from(bytes[g])],
+            s => s.get(g),
+        }
+    }
+
     /// What follows the multiply.
     pub fn post(&self) -> Post<'a> {
         self.post
@@ -331,12 +369,12 @@ impl<'a> Coded<'a> {
         let (o, rs, cs) = self.strides;
         let p = o + n * rs + k * cs;
         let g = p / self.group_size;
-        crate::convert::quiet_f32(self.formula(self.codes.get(p), self.scale.get(g), g))
+        crate::convert::quiet_f32(self.formula(self.codes.get(p), self.scale_of(g), g))
     }
 
     /// `post(base[q] · s)` for group `g`.
     #[inline(always)]
-    fn formula(&self, q: usize, s: f32, g: usize) -> f32 {
+    pub(super) fn formula(&self, q: usize, s: f32, g: usize) -> f32 {
         let x = self.base[q] * s;
         match self.post {
             Post::None => x,
@@ -386,7 +424,17 @@ impl<'a> Coded<'a> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn avx2<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
-    body::<T, true>(c, rows, out);
+    match super::coded_simd::path(c) {
+        // SAFETY: the caller's AVX2 and F16C.
+        Some(path) => super::coded_simd::run(
+            unsafe { arch::x86_64::Avx2::new_unchecked() },
+            c,
+            path,
+            rows,
+            out,
+        ),
+        None => body::<T, true>(c, rows, out),
+    }
 }
 
 /// [`body`] compiled for AVX-512.
@@ -396,11 +444,21 @@ unsafe fn avx2<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")]
 unsafe fn avx512<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T]) {
-    body::<T, true>(c, rows, out);
+    match super::coded_simd::path(c) {
+        // SAFETY: the caller's AVX-512 F/BW/VL/DQ, AVX2 and F16C.
+        Some(path) => super::coded_simd::run(
+            unsafe { arch::x86_64::Avx512::new_unchecked() },
+            c,
+            path,
+            rows,
+            out,
+        ),
+        None => body::<T, true>(c, rows, out),
+    }
 }
 
 /// Codes decoded per step of a run.
-const CHUNK: usize = 1024;
+pub(super) const CHUNK: usize = 1024;
 
 /// Rows `rows` into `out`: runs of one group along contiguous rows, else one
 /// element at a time.
@@ -423,7 +481,7 @@ fn body<T: Out, const F16C: bool>(c: &Coded<'_>, rows: Range<usize>, out: &mut [
             for (k, y) in row.iter_mut().enumerate() {
                 let p = start + k * cs;
                 let g = p / c.group_size;
-                *y = T::of(c.formula(c.codes.get(p), c.scale.get(g), g));
+                *y = T::of(c.formula(c.codes.get(p), c.scale_of(g), g));
             }
             continue;
         }
@@ -455,7 +513,7 @@ fn columns<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T], codes: &mut
         for k in 0..k_dim {
             let p = o + n0 + k * cs;
             let g = p / gs;
-            let s = c.scale.get(g);
+            let s = c.scale_of(g);
             c.codes.run(p, run);
             for (i, &q) in run.iter().enumerate() {
                 out[(n0 - first + i) * k_dim + k] = T::of(c.formula(usize::from(q), s, g));
@@ -469,7 +527,7 @@ fn columns<T: Out>(c: &Coded<'_>, rows: Range<usize>, out: &mut [T], codes: &mut
 /// formula per element.
 #[inline(always)]
 fn group_run<T: Out, const F16C: bool>(c: &Coded<'_>, g: usize, codes: &[u8], out: &mut [T]) {
-    let s = c.scale.get(g);
+    let s = c.scale_of(g);
     if c.codes.bits <= 4 && out.len() >= 32 {
         let mut outs = [T::of(0.0); 16];
         for (q, y) in outs.iter_mut().enumerate().take(1 << c.codes.bits) {
@@ -500,7 +558,7 @@ fn group_run<T: Out, const F16C: bool>(c: &Coded<'_>, g: usize, codes: &[u8], ou
 
 /// Element `i` of little-endian `dtype` bytes, as f32.
 #[inline(always)]
-fn float(b: &[u8], dtype: ScaleType, i: usize) -> f32 {
+pub(super) fn float(b: &[u8], dtype: ScaleType, i: usize) -> f32 {
     match dtype {
         ScaleType::F16 => crate::convert::f16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]])),
         ScaleType::BF16 => bf16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32(),

@@ -27,6 +27,8 @@
 //! ```
 
 pub mod coded;
+#[cfg(target_arch = "x86_64")]
+mod coded_simd;
 mod driver;
 mod lut;
 mod out;

@@ -19,6 +19,7 @@ use half::{bf16, f16};
 use safetensors::Dtype;
 
 use super::error::{HfError, Result};
+use super::float::FloatFormat;
 use super::linear::{QuantLinear, Scheme};
 
 /// OCP e2m1 (MXFP4) values by code.
@@ -35,8 +36,40 @@ impl<'a> QuantLinear<'a> {
         self.coded_info().is_some()
     }
 
+    /// Whether this linear runs as [`Coded`] declarations: the coded families, and
+    /// NVFP4 (both conventions) with one scale per 16 inputs of a row and e4m3
+    /// scales (a 4-bit code stream, a group of 16, [`Scale::F8`]).
+    pub(crate) fn runs_coded(&self) -> bool {
+        self.is_coded() || self.nvfp4_block().is_some()
+    }
+
+    /// NVFP4's format and block size along K where it is a [`Coded`] declaration.
+    fn nvfp4_block(&self) -> Option<(FloatFormat, usize)> {
+        match self.scheme() {
+            Scheme::Float {
+                format: format @ (FloatFormat::CtNvfp4 | FloatFormat::ModelOptNvfp4),
+                block_n: 1,
+                block_k,
+            } if block_k > 0
+                && self.k().is_multiple_of(block_k as usize)
+                && self.scales().dtype() == Dtype::F8_E4M3 =>
+            {
+                Some((format, block_k as usize))
+            }
+            _ => None,
+        }
+    }
+
     /// The base value of each code.
     fn coded_base(&self) -> Vec<f32> {
+        if let Some((format, _)) = self.nvfp4_block() {
+            let mut e2m1 = E2M1.to_vec();
+            // ModelOpt's own e2m1 table holds +0.0 for code 8 (float::modelopt_zeros).
+            if format == FloatFormat::ModelOptNvfp4 {
+                e2m1[8] = 0.0;
+            }
+            return e2m1;
+        }
         match self.scheme() {
             Scheme::Bnb4 { .. } => self
                 .aux(0)
@@ -64,7 +97,7 @@ impl<'a> QuantLinear<'a> {
     /// [`HfError::Plan`] when a view reaches past its tensor (not for a linear the
     /// checkpoint reader accepted).
     pub fn coded_plans(&self) -> Result<Vec<Coded<'a>>> {
-        if !self.is_coded() {
+        if !self.runs_coded() {
             return Ok(Vec::new());
         }
         let base = self.coded_base();
@@ -76,8 +109,34 @@ impl<'a> QuantLinear<'a> {
 
     /// The linear (or MXFP4 expert `expert`) as one declaration.
     fn coded_plan(&self, base: &[f32], expert: usize) -> Result<Coded<'a>> {
-        let info = self.coded_info().expect("a coded linear");
         let (k, bytes) = (self.k(), self.packed().data());
+        if let Some((format, block)) = self.nvfp4_block() {
+            let codes = Codes {
+                bytes,
+                bits: 4,
+                order: BitOrder::Lsb,
+            };
+            let scale = Scale::F8 {
+                bytes: self.scales().data(),
+                global: self.global_scale().unwrap_or(1.0),
+                divide: format == FloatFormat::CtNvfp4,
+            };
+            return Coded::new(
+                self.n(),
+                k,
+                codes,
+                (0, k, 1),
+                block,
+                base,
+                scale,
+                Post::None,
+            )
+            .map_err(|source| HfError::Plan {
+                linear: self.name().to_owned(),
+                source,
+            });
+        }
+        let info = self.coded_info().expect("a coded linear");
         let floats = |t: super::TensorRef<'a>| Scale::Floats {
             bytes: t.data(),
             dtype: scale_type(t.dtype()),

@@ -7,7 +7,6 @@ use std::ops::Range;
 use dq_runtime::Backend;
 use dq_runtime::linear::coded::Coded;
 
-use super::coded::reference_rows;
 use super::error::{HfError, Result};
 use super::linear::QuantLinear;
 use crate::Options;
@@ -21,7 +20,8 @@ impl QuantLinear<'_> {
     /// [`dequantize`](Self::dequantize) of a coded linear.
     pub(crate) fn dequantize_coded<T: Element>(&self, out: &mut [T], opts: &Options) -> Result<()> {
         if opts.backend() == Backend::Reference {
-            let decode = |rows: Range<usize>, buf: &mut [f32]| reference_rows(self, rows, buf);
+            let decode =
+                |rows: Range<usize>, buf: &mut [f32]| super::reference::rows(self, rows, buf);
             opts.scope(|| element::split(out, self.k(), opts.threads(), &decode));
             return Ok(());
         }

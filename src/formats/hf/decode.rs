@@ -52,7 +52,7 @@ impl QuantLinear<'_> {
                 got: out.len(),
             });
         }
-        if self.is_coded() {
+        if self.runs_coded() {
             return self.dequantize_coded(out, opts);
         }
         if opts.backend() == Backend::Reference {

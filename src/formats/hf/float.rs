@@ -12,6 +12,8 @@
 //! an `f8_e4m3` or `f4_e2m1` source per group `[bn, bk]` with f32 scales (SPEC §10),
 //! so the generated backend and the JIT run it as that plan over the weight's bytes
 //! where they lie; the block scales of the rows a thread decodes are made f32 first.
+//! NVFP4 with e4m3 scales per 16 inputs of a row runs as a coded declaration instead
+//! (`coded.rs`: `Scale::F8`, ModelOpt's own e2m1 table), the same values.
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -200,6 +202,10 @@ pub(super) fn dequantize<T: Element>(
 /// f32 elements decoded per plan for a 16-bit output (a thread's buffer, in L2).
 const PIECE: usize = 1 << 16;
 
+/// Plans made so far, by `(rows, bands)`.
+#[derive(Default)]
+struct Plans(Vec<((usize, usize), Plan)>);
+
 /// What every plan over a run of rows shares.
 struct Bands<'a, 'l> {
     l: &'a QuantLinear<'l>,
@@ -245,10 +251,11 @@ impl Bands<'_, '_> {
         let step = (PIECE / k).max(1);
         let mut buf = vec![0f32; step.min(rows.len()) * k];
         let _plain = element::scratch();
+        let mut plans = Plans::default();
         for (i, chunk) in out.chunks_mut(step * k).enumerate() {
             let start = rows.start + i * step;
             let buf = &mut buf[..chunk.len()];
-            self.rows(kernel, start..start + chunk.len() / k, buf)?;
+            self.rows_with(kernel, start..start + chunk.len() / k, buf, &mut plans)?;
             T::from_f32s(chunk, buf, false);
         }
         Ok(())
@@ -261,6 +268,18 @@ impl Bands<'_, '_> {
         kernel: &dyn dq_runtime::Kernel,
         rows: Range<usize>,
         buf: &mut [f32],
+    ) -> Result<()> {
+        self.rows_with(kernel, rows, buf, &mut Plans::default())
+    }
+
+    /// [`rows`](Self::rows), the plans kept in `plans` by their rows and bands (a
+    /// 16-bit output's pieces of one band share one).
+    fn rows_with(
+        &self,
+        kernel: &dyn dq_runtime::Kernel,
+        rows: Range<usize>,
+        buf: &mut [f32],
+        plans: &mut Plans,
     ) -> Result<()> {
         let k = self.l.k();
         let per_row = if self.format.element() == DType::F4E2M1 {
@@ -280,7 +299,14 @@ impl Bands<'_, '_> {
             let scales: Vec<f32> = (bands.start * self.cols..bands.end * self.cols)
                 .map(|i| self.format.combine(scale(self.l.scales(), i), self.global))
                 .collect();
-            let plan = self.plan(at..end)?;
+            let key = (end - at, bands.len());
+            let plan = match plans.0.iter().position(|(k, _)| *k == key) {
+                Some(i) => &plans.0[i].1,
+                None => {
+                    plans.0.push((key, self.plan(at..end)?));
+                    &plans.0[plans.0.len() - 1].1
+                }
+            };
             let bytes = &x[at * per_row..end * per_row];
             let src = Tensor::from_bytes(self.format.element(), &[end - at, k], bytes);
             let scales = Tensor::from_slice(&scales, &[bands.len(), self.cols]);

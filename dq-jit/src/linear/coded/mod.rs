@@ -79,6 +79,12 @@ enum ScaleKind {
         offset: u32,
     },
     Pow2,
+    /// NVFP4's e4m3 byte per group (looked up in the book, the runtime's e4m3
+    /// table) divided by or times the global scale (its bits).
+    F8 {
+        global: u32,
+        divide: bool,
+    },
 }
 
 /// What follows the multiply (as [`Post`], without the bytes).
@@ -149,6 +155,10 @@ impl CodedShape {
                     offset: offset.to_bits(),
                 },
                 Scale::Pow2 { .. } => ScaleKind::Pow2,
+                Scale::F8 { global, divide, .. } => ScaleKind::F8 {
+                    global: global.to_bits(),
+                    divide,
+                },
             },
             post: match c.post() {
                 Post::None => PostKind::None,
@@ -179,7 +189,7 @@ struct Args {
     base: *const f32,
     /// The scales (floats or e8m0 bytes; nested: the per-group codes).
     scales: *const u8,
-    /// Nested: the 256-entry second-level code book.
+    /// Nested: the 256-entry second-level code book; F8: the e4m3 values.
     book: *const u8,
     /// Nested: the second-level scales.
     absmax: *const u8,
@@ -326,6 +336,10 @@ impl CodedJit {
         let null = core::ptr::null();
         let (scales, book, absmax) = match c.scale() {
             Scale::Floats { bytes, .. } | Scale::Pow2 { bytes } => (bytes.as_ptr(), null, null),
+            Scale::F8 { bytes, .. } => {
+                let book = dq_runtime::minifloat::F8_E4M3_TABLE.as_ptr();
+                (bytes.as_ptr(), book.cast(), null)
+            }
             Scale::Nested {
                 codes,
                 book,

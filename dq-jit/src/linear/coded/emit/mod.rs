@@ -524,6 +524,16 @@ impl Emit<'_, '_> {
                 let x = self.b.ins().select(zero, sub, sh);
                 self.b.ins().bitcast(types::F32, lanes(), x)
             }
+            ScaleKind::F8 { global, divide } => {
+                let a = self.b.ins().iadd(self.p.scales, g);
+                let code = self.b.ins().uload8(types::I64, mem(), a, 0);
+                let c = self.float_at(self.p.book, code, ScaleType::F32);
+                let gl = self.b.ins().f32const(f32::from_bits(global));
+                match divide {
+                    true => self.b.ins().fdiv(c, gl),
+                    false => self.b.ins().fmul(c, gl),
+                }
+            }
         };
         let bias = match self.s.post {
             PostKind::Add(dt) => Some(self.float_at(self.p.biases, g, dt)),
