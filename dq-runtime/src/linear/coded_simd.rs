@@ -456,32 +456,7 @@ unsafe fn transpose8x32(src: [*const u8; 8], dst: *mut u32, stride: usize) {
     // SAFETY: the caller's spans; AVX2 (caller).
     unsafe {
         let r: [__m256i; 8] = core::array::from_fn(|j| _mm256_loadu_si256(src[j].cast()));
-        let a0 = _mm256_unpacklo_epi32(r[0], r[1]);
-        let a1 = _mm256_unpackhi_epi32(r[0], r[1]);
-        let a2 = _mm256_unpacklo_epi32(r[2], r[3]);
-        let a3 = _mm256_unpackhi_epi32(r[2], r[3]);
-        let a4 = _mm256_unpacklo_epi32(r[4], r[5]);
-        let a5 = _mm256_unpackhi_epi32(r[4], r[5]);
-        let a6 = _mm256_unpacklo_epi32(r[6], r[7]);
-        let a7 = _mm256_unpackhi_epi32(r[6], r[7]);
-        let b0 = _mm256_unpacklo_epi64(a0, a2);
-        let b1 = _mm256_unpackhi_epi64(a0, a2);
-        let b2 = _mm256_unpacklo_epi64(a1, a3);
-        let b3 = _mm256_unpackhi_epi64(a1, a3);
-        let b4 = _mm256_unpacklo_epi64(a4, a6);
-        let b5 = _mm256_unpackhi_epi64(a4, a6);
-        let b6 = _mm256_unpacklo_epi64(a5, a7);
-        let b7 = _mm256_unpackhi_epi64(a5, a7);
-        let rows = [
-            _mm256_permute2x128_si256::<0x20>(b0, b4),
-            _mm256_permute2x128_si256::<0x20>(b1, b5),
-            _mm256_permute2x128_si256::<0x20>(b2, b6),
-            _mm256_permute2x128_si256::<0x20>(b3, b7),
-            _mm256_permute2x128_si256::<0x31>(b0, b4),
-            _mm256_permute2x128_si256::<0x31>(b1, b5),
-            _mm256_permute2x128_si256::<0x31>(b2, b6),
-            _mm256_permute2x128_si256::<0x31>(b3, b7),
-        ];
+        let rows = super::lut::transpose8_regs(r);
         for (j, y) in rows.into_iter().enumerate() {
             _mm256_storeu_si256(dst.add(j * stride).cast(), y);
         }

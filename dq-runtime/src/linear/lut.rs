@@ -110,6 +110,26 @@ pub(super) unsafe fn transpose8_avx2(src: [&[u8]; 8], dst: &mut [u32], at: usize
     // writes 8 words inside `dst` (both asserted above).
     unsafe {
         let r: [__m256i; 8] = core::array::from_fn(|i| _mm256_loadu_si256(src[i].as_ptr().cast()));
+        let cols = transpose8_regs(r);
+        for (c, v) in cols.into_iter().enumerate() {
+            _mm256_storeu_si256(dst.as_mut_ptr().add(at + c * stride).cast(), v);
+        }
+    }
+}
+
+/// The 8x8 transpose of the words in `r` (row `j` = `r[j]`): 2x2 blocks of
+/// words, then of pairs, then of 128-bit halves.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn transpose8_regs(
+    r: [core::arch::x86_64::__m256i; 8],
+) -> [core::arch::x86_64::__m256i; 8] {
+    use core::arch::x86_64::*;
+    // SAFETY: register operations only; AVX2 (caller).
+    unsafe {
         // 2x2 blocks of words, then of pairs, then of 128-bit halves.
         let a0 = _mm256_unpacklo_epi32(r[0], r[1]);
         let a1 = _mm256_unpackhi_epi32(r[0], r[1]);
@@ -127,7 +147,7 @@ pub(super) unsafe fn transpose8_avx2(src: [&[u8]; 8], dst: &mut [u32], at: usize
         let b5 = _mm256_unpackhi_epi64(a4, a6);
         let b6 = _mm256_unpacklo_epi64(a5, a7);
         let b7 = _mm256_unpackhi_epi64(a5, a7);
-        let cols = [
+        [
             _mm256_permute2x128_si256::<0x20>(b0, b4),
             _mm256_permute2x128_si256::<0x20>(b1, b5),
             _mm256_permute2x128_si256::<0x20>(b2, b6),
@@ -136,10 +156,7 @@ pub(super) unsafe fn transpose8_avx2(src: [&[u8]; 8], dst: &mut [u32], at: usize
             _mm256_permute2x128_si256::<0x31>(b1, b5),
             _mm256_permute2x128_si256::<0x31>(b2, b6),
             _mm256_permute2x128_si256::<0x31>(b3, b7),
-        ];
-        for (c, v) in cols.into_iter().enumerate() {
-            _mm256_storeu_si256(dst.as_mut_ptr().add(at + c * stride).cast(), v);
-        }
+        ]
     }
 }
 
