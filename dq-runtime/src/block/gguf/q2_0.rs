@@ -3,7 +3,7 @@
 //! order of ggml's `dequantize_row_q2_0`.
 
 use super::field;
-use crate::block::decl::{BlockDecl, BlockFormula, BlockNode as N, ParamNode as P};
+use crate::block::decl::{BlockDecl, ParamNode as P};
 
 /// Q2_0 (ggml-common.h `block_q2_0`: f16 `d`, then `qs[QK2_0 / 4]`, `QK2_0 = 64`;
 /// 18 bytes): `y[j] = ((int)q - 1) * d` with `q = (qs[j / 4] >> ((j % 4) * 2)) & 3`
@@ -23,9 +23,7 @@ pub const Q2_0: BlockDecl = BlockDecl {
     groups: 1,
     params: &[P::F16(0)],
     outputs: &[0],
-    formula: BlockFormula {
-        nodes: &[N::Q, N::Float(0), N::Param(0), N::Mul(1, 2)],
-    },
+    formula: super::D_TIMES_Q,
     grid: None,
     then: &[],
 };
